@@ -1,0 +1,191 @@
+"""Device selection, process-group set-up, precision contexts and the peak FLOP/s used for MFU.
+
+`--device auto` picks Neuron (torch-neuronx importable), then CUDA, then the CPU. XLA without
+torch-neuronx runs on the CPU PJRT client, which is how this code path is exercised off Trainium.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .config import UsageError, require_torch_xla, torch_neuronx_present, world_size_from_env
+
+# Dense peak FLOP/s per device (bf16, fp32): trn1 NeuronCore-v2 from the Neuron docs, GPUs from data sheets.
+NEURONCORE_V2_PEAK = (95.5e12, 24.0e12)
+GPU_PEAKS = (
+    ("H200", 989e12, 67e12),
+    ("H100 PCIe", 756e12, 51e12),
+    ("H100", 989e12, 67e12),
+    ("A100", 312e12, 19.5e12),
+    ("L40S", 362e12, 91.6e12),
+    ("L4", 121e12, 30.3e12),
+    ("V100", 125e12, 15.7e12),
+    ("T4", 65e12, 8.1e12),
+)
+DEFAULT_NEURON_CC_FLAGS = "--model-type=transformer"
+
+
+@dataclass
+class Runtime:
+    """Where this process trains, and its place in the process group."""
+
+    kind: str  # "xla", "cuda" or "cpu"
+    device: Any  # torch.device
+    platform: str  # "neuron", "xla-cpu", "cuda" or "cpu": what the peak FLOP/s refers to
+    rank: int
+    local_rank: int
+    world_size: int
+
+    @property
+    def is_xla(self) -> bool:
+        return self.kind == "xla"
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def sync(self) -> None:
+        """Cut the pending XLA graph and wait for the device (or CUDA), so timings and reads are exact."""
+        if self.is_xla:
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+
+            torch_xla.sync()
+            xm.wait_device_ops()
+        elif self.kind == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+
+def resolve_kind(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    if torch_neuronx_present():
+        return "xla"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def prepare_environment(args: argparse.Namespace, kind: str) -> None:
+    """Environment the Neuron compiler and runtime read; must run before torch_xla starts its runtime."""
+    if kind != "xla":
+        return
+    on_neuron = torch_neuronx_present()
+    os.environ.setdefault("PJRT_DEVICE", "NEURON" if on_neuron else "CPU")
+    flags = os.environ.get("NEURON_CC_FLAGS", "").split()
+    if not any(f.startswith("--model-type") for f in flags):
+        flags.append(DEFAULT_NEURON_CC_FLAGS)
+    if args.neuron_auto_cast != "none":
+        flags += [f"--auto-cast={args.neuron_auto_cast}", "--auto-cast-type=bf16"]
+    flags += args.compiler_flags.split()
+    os.environ["NEURON_CC_FLAGS"] = " ".join(flags)
+    if on_neuron and args.precision == "bf16":
+        os.environ.setdefault("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
+
+
+def setup(args: argparse.Namespace) -> Runtime:
+    kind = resolve_kind(args.device)
+    prepare_environment(args, kind)
+    import torch
+    import torch.distributed as dist
+
+    world = world_size_from_env()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if kind == "xla":
+        return _setup_xla(world, local_rank)
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: no CUDA device is visible; pick --device cpu or xla")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    rank = 0
+    if world > 1:
+        dist.init_process_group("nccl" if kind == "cuda" else "gloo")
+        rank = dist.get_rank()
+    return Runtime(kind, device, kind, rank, local_rank, world)
+
+
+def _setup_xla(world: int, local_rank: int) -> Runtime:
+    require_torch_xla()
+    on_neuron = torch_neuronx_present()
+    if world > 1 and not on_neuron:
+        raise UsageError(
+            "--device xla with more than one process needs Neuron: the CPU PJRT client cannot form an "
+            "xla process group; use --device cpu for multi-process runs off Trainium"
+        )
+    try:
+        if on_neuron:
+            import torch_neuronx  # noqa: F401  (registers the Neuron PJRT plugin)
+        import torch_xla
+        import torch_xla.runtime as xr
+    except ImportError as exc:
+        raise UsageError(f"--device xla: torch_xla failed to import ({exc}); reinstall torch-xla") from None
+    if world > 1:
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+
+        dist.init_process_group("xla", init_method="xla://")
+    return Runtime(
+        "xla",
+        torch_xla.device(),
+        "neuron" if on_neuron else "xla-cpu",
+        xr.global_ordinal(),
+        local_rank,
+        xr.world_size(),
+    )
+
+
+def autocast(runtime: Runtime, precision: str) -> contextlib.AbstractContextManager:
+    if precision != "autocast-bf16":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast(device_type=runtime.kind, dtype=torch.bfloat16)
+
+
+def peak_flops_per_device(runtime: Runtime, low_precision: bool) -> tuple[float, str]:
+    """(peak FLOP/s of one device, where the figure comes from)."""
+    bf16_index = 0 if low_precision else 1
+    if runtime.platform == "neuron":
+        return NEURONCORE_V2_PEAK[bf16_index], "trn1 NeuronCore-v2 data sheet"
+    if runtime.platform == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name(runtime.device)
+        for key, bf16, fp32 in GPU_PEAKS:
+            if key in name:
+                return (bf16, fp32)[bf16_index], f"{name} data sheet"
+        return measure_matmul_flops(runtime.device, low_precision), f"{name} matmul measured at start"
+    import torch
+
+    return measure_matmul_flops(torch.device("cpu"), low_precision), "CPU matmul measured at start"
+
+
+def measure_matmul_flops(device: Any, low_precision: bool, seconds: float = 0.3) -> float:
+    """Best achieved FLOP/s of a square matmul, the practical peak of a CPU or an unlisted GPU."""
+    import torch
+
+    dtype = torch.bfloat16 if low_precision else torch.float32
+    n = 1024
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        (a @ b).sum().item()
+        best = max(best, 2 * n**3 / (time.perf_counter() - start))
+    return best

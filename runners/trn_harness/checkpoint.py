@@ -11,8 +11,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from .config import UsageError
 from .device import Runtime
 
@@ -42,6 +40,8 @@ def save(runtime: Runtime, path: Path, state: dict[str, Any], keep: int) -> None
 
         xm.save(state, str(tmp), master_only=True, global_master=True)
     elif runtime.is_main:
+        import torch
+
         torch.save(state, tmp)
     if runtime.is_main:
         os.replace(tmp, path)
@@ -50,6 +50,8 @@ def save(runtime: Runtime, path: Path, state: dict[str, Any], keep: int) -> None
 
 
 def load(path: Path) -> dict[str, Any]:
+    import torch
+
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated or foreign file: the user picks another

@@ -132,7 +132,10 @@ def _setup_xla(world: int, local_rank: int) -> Runtime:
         import torch_xla
         import torch_xla.runtime as xr
     except ImportError as exc:
-        raise UsageError(f"--device xla: torch_xla failed to import ({exc}); reinstall torch-xla") from None
+        raise UsageError(
+            f"--device xla: torch_xla failed to import ({exc}); "
+            "pip install torch-xla (torch-neuronx on trn1) or pick --device cpu|cuda"
+        ) from None
     if world > 1:
         import torch.distributed as dist
         import torch_xla.distributed.xla_backend

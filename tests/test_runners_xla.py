@@ -16,8 +16,21 @@ from conftest import RUNNERS, check_ok, read_events, read_result, run_runner, ru
 pytestmark = pytest.mark.slow
 
 FIRST_STEPS, RESUMED_STEPS, EVAL_EVERY, SAVE_EVERY, LOG_EVERY = 32, 40, 8, 16, 4
-COMMON = ["--synthetic", "--device", "xla", "--synthetic-samples", "512", "--lr-schedule", "constant",
-          "--log-every", str(LOG_EVERY), "--eval-every", str(EVAL_EVERY), "--save-every", str(SAVE_EVERY)]
+COMMON = [
+    "--synthetic",
+    "--device",
+    "xla",
+    "--synthetic-samples",
+    "512",
+    "--lr-schedule",
+    "constant",
+    "--log-every",
+    str(LOG_EVERY),
+    "--eval-every",
+    str(EVAL_EVERY),
+    "--save-every",
+    str(SAVE_EVERY),
+]
 LOG_LINE = re.compile(
     r"^LOG \w{3} \w{3} +\d+ [\d:]+ \d{4} - \((\d+), (\d+)\) step_loss : ([\d.]+) learning_rate : ([\d.e+-]+) "
     r"throughput : ([\d.]+)"
@@ -49,8 +62,9 @@ def xla_run(request, tmp_path_factory) -> XlaRun:
     out = tmp_path_factory.mktemp(f"xla-{request.param}")
     first = run_runner(request.param, *COMMON, "--steps", str(FIRST_STEPS), "--output-dir", str(out))
     check_ok(first)
-    resumed = run_runner(request.param, *COMMON, "--steps", str(RESUMED_STEPS), "--resume", "auto",
-                         "--output-dir", str(out))
+    resumed = run_runner(
+        request.param, *COMMON, "--steps", str(RESUMED_STEPS), "--resume", "auto", "--output-dir", str(out)
+    )
     check_ok(resumed)
     return XlaRun(request.param, out, first, resumed)
 
@@ -86,8 +100,15 @@ def test_outputs_are_well_formed(xla_run):
         assert {"t", "kind", "step"} <= set(event), event
     result = read_result(xla_run.output_dir)
     assert result["status"] == "completed" and result["step"] == RESUMED_STEPS
-    for key in ("final_loss", "avg_samples_per_s", "peak_samples_per_s", "mfu", "compile_count", "compile_seconds",
-                "wall_time_s"):
+    for key in (
+        "final_loss",
+        "avg_samples_per_s",
+        "peak_samples_per_s",
+        "mfu",
+        "compile_count",
+        "compile_seconds",
+        "wall_time_s",
+    ):
         assert isinstance(result[key], (int, float)) and result[key] >= 0, key
     assert 0 < result["mfu"] < 1
     metric = "perplexity" if xla_run.runner == "gpt2" else "accuracy"
@@ -104,7 +125,7 @@ def test_outputs_are_well_formed(xla_run):
 
 
 def test_resume_continues_the_step_count(xla_run):
-    first, resumed = xla_run.runs()
+    _, resumed = xla_run.runs()
     assert resumed[0]["step"] == FIRST_STEPS
     assert resumed[0]["resumed_from"].endswith(f"step_{FIRST_STEPS:08d}.pt")
     steps = [e["step"] for e in resumed if e["kind"] == "step"]
@@ -136,7 +157,8 @@ out = {{"max_diff": (cpu_logits - xla_logits).abs().max().item(), "scale": cpu_l
 if {runner!r} == "gpt2":
     out["cpu_tied"] = cpu.lm_head.weight is cpu.transformer.wte.weight
     out["xla_tied"] = xla.lm_head.weight is xla.transformer.wte.weight
-    out["saved_equal"] = torch.equal(state["model"]["lm_head.weight"], state["model"]["transformer.wte.weight"])
+    saved = state["model"]
+    out["saved_equal"] = torch.equal(saved["lm_head.weight"], saved["transformer.wte.weight"])
 print(json.dumps(out))
 """
 TASKS = {"bert": "BertClassification", "gpt2": "Gpt2CausalLM", "vit": "VitClassification"}
@@ -145,11 +167,15 @@ TASKS = {"bert": "BertClassification", "gpt2": "Gpt2CausalLM", "vit": "VitClassi
 def test_xla_checkpoint_loads_into_a_plain_cpu_model_with_the_same_logits(xla_run):
     path = xla_run.output_dir / "checkpoints" / f"step_{FIRST_STEPS:08d}.pt"
     script = CHECK_CHECKPOINT.format(
-        runners=str(RUNNERS), runner=xla_run.runner, task=TASKS[xla_run.runner], path=str(path),
+        runners=str(RUNNERS),
+        runner=xla_run.runner,
+        task=TASKS[xla_run.runner],
+        path=str(path),
         args=["--synthetic", "--synthetic-samples", "512", "--output-dir", str(xla_run.output_dir)],
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=runner_env(),
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=runner_env(), timeout=300
+    )
     check_ok(proc)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["max_diff"] <= 1e-4 * max(1.0, out["scale"]), out

@@ -22,6 +22,6 @@ def lr_factor(schedule: str, warmup_steps: int, total_steps: int) -> Callable[[i
         remaining = max(1, total_steps - step) / decay_steps
         if schedule == "linear":
             return remaining
-        return 0.5 * (1 + math.cos(math.pi * (1 - remaining))) + 1e-3 * remaining
+        return max(0.5 * (1 + math.cos(math.pi * (1 - remaining))), 1e-3 * remaining)
 
     return factor

@@ -19,5 +19,12 @@ if [ ! -f "$env/.complete" ]; then
   touch "$env/.complete"
 fi
 # The project itself is reinstalled every time (seconds): the environment is shared between checkouts.
-"$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$repo" >&2
+log=$(mktemp)
+if ! "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+    -e "$repo" >"$log" 2>&1; then
+  cat "$log" >&2
+  rm -f "$log"
+  exit 1
+fi
+rm -f "$log"
 echo "$env"

@@ -92,3 +92,28 @@ def test_epochs_and_steps_resolve_to_whichever_ends_first():
     assert config.resolve_steps(parser.parse_args([]), 10) == (config.DEFAULT_STEPS, 10)
     with pytest.raises(config.UsageError, match="--grad-accum"):
         config.resolve_steps(parser.parse_args(["--grad-accum", "20"]), batches_per_epoch=10)
+
+
+def test_neuron_compiler_flags_are_appended_to_the_environment(monkeypatch):
+    import os
+
+    from trn_harness import device
+
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--cache_dir=/tmp/cache")
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    parser = config.build_parser(
+        "t", "t", config.RunnerDefaults(lr_by_size={"tiny": 1, "small": 1, "base": 1})
+    )
+    args = parser.parse_args(
+        ["--compiler-flags", "-O1 --enable-mixed-precision-accumulation", "--neuron-auto-cast", "matmult"]
+    )
+    device.prepare_environment(args, "xla")
+    assert os.environ["NEURON_CC_FLAGS"].split() == [
+        "--cache_dir=/tmp/cache",
+        "--model-type=transformer",
+        "--auto-cast=matmult",
+        "--auto-cast-type=bf16",
+        "-O1",
+        "--enable-mixed-precision-accumulation",
+    ]
+    assert os.environ["PJRT_DEVICE"] == "CPU"  # no torch-neuronx here: the CPU PJRT client

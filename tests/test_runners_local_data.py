@@ -183,3 +183,29 @@ def test_sigterm_stops_cleanly_with_a_result(tmp_path):
     result = read_result(out)
     assert result["status"] == "stopped" and 0 < result["step"] < 100000
     assert read_events(out)[-1]["state"] == "stopped"
+
+
+@pytest.mark.parametrize("precision", ["bf16", "autocast-bf16"])
+def test_low_precision_modes_train(precision, tmp_path):
+    import torch
+
+    out = tmp_path / "out"
+    proc = run_runner(
+        "vit",
+        "--synthetic",
+        "--precision",
+        precision,
+        "--save-every",
+        "3",
+        *QUICK,
+        "--output-dir",
+        str(out),
+        XLA_USE_BF16="1",
+    )
+    check_ok(proc)
+    assert "XLA_USE_BF16/XLA_DOWNCAST_BF16 are deprecated" in proc.stderr
+    result = read_result(out)
+    assert result["precision"] == precision and result["final_loss"] == result["final_loss"]  # not NaN
+    state = torch.load(out / "checkpoints" / "step_00000003.pt", map_location="cpu", weights_only=True)
+    weight = state["model"]["classifier.weight"]
+    assert weight.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)

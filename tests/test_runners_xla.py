@@ -31,6 +31,8 @@ COMMON = [
     "--save-every",
     str(SAVE_EVERY),
 ]
+# One runner also accumulates gradients over several device-loader batches per execution.
+EXTRA = {"vit": ["--grad-accum", "2", "--batches-per-execution", "2"]}
 LOG_LINE = re.compile(
     r"^LOG \w{3} \w{3} +\d+ [\d:]+ \d{4} - \((\d+), (\d+)\) step_loss : ([\d.]+) learning_rate : ([\d.e+-]+) "
     r"throughput : ([\d.]+)"
@@ -60,11 +62,10 @@ class XlaRun:
 @pytest.fixture(scope="module", params=["bert", "gpt2", "vit"])
 def xla_run(request, tmp_path_factory) -> XlaRun:
     out = tmp_path_factory.mktemp(f"xla-{request.param}")
-    first = run_runner(request.param, *COMMON, "--steps", str(FIRST_STEPS), "--output-dir", str(out))
+    flags = [*COMMON, *EXTRA.get(request.param, []), "--output-dir", str(out)]
+    first = run_runner(request.param, *flags, "--steps", str(FIRST_STEPS))
     check_ok(first)
-    resumed = run_runner(
-        request.param, *COMMON, "--steps", str(RESUMED_STEPS), "--resume", "auto", "--output-dir", str(out)
-    )
+    resumed = run_runner(request.param, *flags, "--steps", str(RESUMED_STEPS), "--resume", "auto")
     check_ok(resumed)
     return XlaRun(request.param, out, first, resumed)
 

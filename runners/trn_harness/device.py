@@ -53,6 +53,18 @@ class Runtime:
     def distributed(self) -> bool:
         return self.world_size > 1
 
+    def end_step(self) -> None:
+        """Cut the XLA graph at the optimizer-step boundary (asynchronous: no wait for the device).
+
+        MpDeviceLoader cuts every --batches-per-execution batches; with --grad-accum those cuts can fall
+        mid-step, and a log step's live tensors would then make a graph of its own. Cutting here too keeps
+        one fixed set of graphs per step.
+        """
+        if self.is_xla:
+            import torch_xla
+
+            torch_xla.sync()
+
     def sync(self) -> None:
         """Cut the pending XLA graph and wait for the device (or CUDA), so timings and reads are exact."""
         if self.is_xla:

@@ -299,6 +299,7 @@ class Trainer:
                 self.step += 1
                 if self.step % args.log_every == 0 or self.step == self.total_steps:
                     self._report(epoch, loss_sum, grad_norm)
+                rt.end_step()
                 if args.eval_every and self.step % args.eval_every == 0:
                     self._evaluate()
                 if args.save_every and self.step % args.save_every == 0:

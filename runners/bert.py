@@ -45,7 +45,7 @@ class BertClassification(Task):
 
     def prepare_data(self, args: argparse.Namespace) -> PreparedData:
         if args.synthetic:
-            vocab = _model_dir_vocab(args) or PRESETS[args.model_size]["vocab_size"]
+            vocab = config.model_dir_config(args).get("vocab_size") or PRESETS[args.model_size]["vocab_size"]
             n_eval = max(256, args.batch_size * 4)
             make = data.synthetic_classification_text
             return PreparedData(
@@ -113,14 +113,6 @@ class BertClassification(Task):
 
     def tokens_per_sample(self, args: argparse.Namespace) -> int:
         return args.seq_len
-
-
-def _model_dir_vocab(args: argparse.Namespace) -> int | None:
-    if not args.model_path:
-        return None
-    import json
-
-    return json.loads((Path(args.model_path) / "config.json").read_text()).get("vocab_size")
 
 
 def build_parser() -> config.RunnerArgumentParser:

@@ -8,7 +8,6 @@ python gpt2.py --data corpus.txt --model-size small --precision bf16
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -34,7 +33,7 @@ class Gpt2CausalLM(Task):
 
     def prepare_data(self, args: argparse.Namespace) -> PreparedData:
         if args.synthetic:
-            vocab = _model_dir_config(args).get("vocab_size") or PRESETS[args.model_size]["vocab_size"]
+            vocab = config.model_dir_config(args).get("vocab_size") or PRESETS[args.model_size]["vocab_size"]
             n_eval = max(128, args.batch_size * 4)
             make = data.synthetic_language_text
             return PreparedData(
@@ -121,12 +120,6 @@ class Gpt2CausalLM(Task):
 
     def tokens_per_sample(self, args: argparse.Namespace) -> int:
         return args.seq_len
-
-
-def _model_dir_config(args: argparse.Namespace) -> dict[str, Any]:
-    if not args.model_path:
-        return {}
-    return json.loads((Path(args.model_path) / "config.json").read_text())
 
 
 def build_parser() -> config.RunnerArgumentParser:

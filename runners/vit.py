@@ -8,7 +8,6 @@ python vit.py --data images/ --num-labels 10 --model-size base --precision bf16
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -109,7 +108,7 @@ def image_size(args: argparse.Namespace) -> int:
     if args.image_size:
         return args.image_size
     if args.model_path:
-        return json.loads((Path(args.model_path) / "config.json").read_text()).get("image_size", 224)
+        return config.model_dir_config(args).get("image_size", 224)
     return PRESETS[args.model_size]["image_size"]
 
 

@@ -341,6 +341,13 @@ def validate(args: argparse.Namespace) -> None:
         )
 
 
+def model_dir_config(args: argparse.Namespace) -> dict:
+    """The local model directory's config.json ({} without --model-path)."""
+    if not args.model_path:
+        return {}
+    return json.loads((Path(args.model_path) / "config.json").read_text())
+
+
 def require_torch_xla() -> None:
     if importlib.util.find_spec("torch_xla") is None:
         raise UsageError(

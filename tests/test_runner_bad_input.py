@@ -132,6 +132,10 @@ def test_flags_json_lists_every_flag_with_type_and_default(runner):
     assert proc.returncode == 0, proc.stderr
     flags = {f["name"]: f for f in json.loads(proc.stdout)}
     assert flags["batch_size"]["type"] == "int"
+    assert flags["batch_size"]["constraint"] == "positive"
+    assert flags["warmup_steps"]["constraint"] == "non_negative"
+    assert flags["eval_fraction"] == dict(flags["eval_fraction"], type="float", constraint="fraction")
+    assert flags["seed"]["constraint"] is None
     assert flags["lr"]["type"] == "float"
     assert flags["synthetic"]["type"] == "switch"
     assert flags["precision"]["choices"] == ["fp32", "bf16", "autocast-bf16"]

@@ -1,46 +1,450 @@
-"""The `trnconsole` command line."""
+"""The `trnconsole` command line. Heavy modules are imported inside the commands, so `--help` stays fast."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
+from .core.errors import UsageError
+from .textfmt import json_text
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose mistakes are one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="trnconsole",
         description="Launch, watch, compare and rerun PyTorch/XLA training jobs on Trainium, GPUs and CPUs.",
     )
     parser.add_argument("--version", action="version", version=f"trnconsole {__version__}")
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, metavar="COMMAND")
+
+    launch = sub.add_parser("launch", help="start a run (returns at once unless --follow)")
+    launch.add_argument("runner", metavar="RUNNER", help="bert, gpt2, vit or a path to a training script")
+    _add_spec_options(launch)
+    launch.add_argument("--follow", "-f", action="store_true", help="show live progress until the run ends")
+    launch.add_argument("--json", action="store_true", help="print the new run's record as JSON")
+
+    runs = sub.add_parser("runs", help="list runs, newest first")
+    runs.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    runs.add_argument("--json", action="store_true", help="machine-readable output")
+
+    show = sub.add_parser("show", help="one run: its spec, status and figures")
+    show.add_argument("run", metavar="RUN", help="run id or unique prefix")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+
+    logs = sub.add_parser("logs", help="a run's log (stdout and stderr)")
+    logs.add_argument("run", metavar="RUN")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
+    logs.add_argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
+
+    stop = sub.add_parser("stop", help="stop a run: SIGTERM to its process group, SIGKILL after --grace")
+    stop.add_argument("run", metavar="RUN")
+    stop.add_argument("--grace", type=float, default=15.0, help="seconds before SIGKILL (default 15)")
+
+    rerun = sub.add_parser("rerun", help="a new run from an old one's spec, with flags changed")
+    rerun.add_argument("run", metavar="RUN")
+    rerun.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="change a flag")
+    rerun.add_argument("--unset", action="append", default=[], metavar="KEY", help="drop a flag")
+    rerun.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    rerun.add_argument("--nproc", type=int, default=None)
+    rerun.add_argument("--name", default=None)
+    rerun.add_argument("--follow", "-f", action="store_true")
+    rerun.add_argument("--json", action="store_true")
+
+    compare = sub.add_parser("compare", help="figures of several runs side by side, with ratios")
+    compare.add_argument("runs", nargs="+", metavar="RUN")
+    compare.add_argument(
+        "--baseline", default=None, metavar="RUN", help="ratios against this run (default: first)"
+    )
+    compare.add_argument("--json", action="store_true")
+
+    demo = sub.add_parser("demo", help="a tiny BERT run on the CPU, followed live")
+    demo.add_argument("--steps", type=int, default=60)
+
+    flags = sub.add_parser("flags", help="a bundled runner's flags with their types and defaults")
+    flags.add_argument("runner", choices=("bert", "gpt2", "vit"))
+    flags.add_argument("--json", action="store_true")
+
     runners = sub.add_parser("runners", help="list the bundled training runners and their scripts")
     runners.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
+def _add_spec_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", default="local", help="local (default), sagemaker, batch or k8s")
+    p.add_argument("--nproc", type=int, default=1, help="processes per node (NeuronCores, GPUs)")
+    p.add_argument("--nnodes", type=int, default=1, help="nodes for multi-node torchrun")
+    p.add_argument("--node-rank", type=int, default=0, help="this node's rank when --nnodes > 1")
+    p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="rendezvous for --nnodes > 1")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a runner flag, e.g. batch_size=16"
+    )
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment of the job")
+    p.add_argument("--name", default=None, help="a name to recognise the run by")
+    p.add_argument("--python", default=None, help="the runner's Python (default: runner_python or this one)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="NAME=REGEX",
+        help="a metric read from log lines by a regex with one group (as SageMaker metric definitions)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:  # everything after `--` goes to the runner verbatim
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "runners":
-        return list_runners(args.json)
-    parser.print_help()
+    try:
+        args = parser.parse_args(argv)
+        if extra and args.command != "launch":
+            parser.error("arguments after -- are only for launch")
+    except SystemExit as exc:  # --help, --version and argument errors
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return COMMANDS[args.command](args, extra)
+    except UsageError as exc:
+        print(f"trnconsole: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+def _console() -> Any:
+    from .service import Console
+
+    return Console()
+
+
+# ---- launch, rerun, demo ----
+
+
+def cmd_launch(args: argparse.Namespace, extra: list[str]) -> int:
+    console = _console()
+    spec = console.build_spec(
+        args.runner,
+        args.set,
+        args.env,
+        backend=args.backend,
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        name=args.name,
+        python=args.python,
+        metrics=args.metric,
+        extra_args=extra,
+    )
+    record = console.launch(spec)
+    return _after_launch(console, record, args.follow, args.json)
+
+
+def cmd_rerun(args: argparse.Namespace, extra: list[str]) -> int:
+    console = _console()
+    parent = console.store.resolve(args.run)
+    record = console.rerun(parent, args.set, args.env, args.unset, name=args.name, nproc=args.nproc)
+    return _after_launch(console, record, args.follow, args.json)
+
+
+def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
+    console = _console()
+    spec = console.build_spec(
+        "bert",
+        [
+            "synthetic=true",
+            "model_size=tiny",
+            "device=cpu",
+            f"steps={args.steps}",
+            "log_every=5",
+            f"eval_every={max(1, args.steps // 2)}",
+        ],
+        name="demo",
+    )
+    record = console.launch(spec)
+    return _after_launch(console, record, follow=True, as_json=False)
+
+
+def _after_launch(console: Any, record: Any, follow: bool, as_json: bool) -> int:
+    if as_json and not follow:
+        print(json_text(record.to_json()))
+        return 0
+    diff = f" (changed: {_diff_text(record.diff)})" if record.diff else ""
+    print(f"{record.id}  {record.spec.runner_label} on {record.backend}, run dir {record.run_dir}{diff}")
+    if not follow:
+        print(f"follow it: trnconsole logs -f {record.id}   figures: trnconsole show {record.id}")
+        return 0
+    from .follow import follow_run
+
+    return follow_run(console, record, sys.stdout)
+
+
+def _diff_text(diff: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {_plain(old)} -> {_plain(new)}" for k, (old, new) in diff.items())
+
+
+def _plain(value: Any) -> str:
+    return "(unset)" if value is None else str(value)
+
+
+# ---- runs, show, logs, compare ----
+
+
+def cmd_runs(args: argparse.Namespace, extra: list[str]) -> int:
+    from . import textfmt as fmt
+
+    console = _console()
+    records = console.refresh_all(limit=args.limit)
+    rows = [(r, console.quick_summary(r)) for r in records]
+    if args.json:
+        print(json_text([{**r.to_json(), "summary": s} for r, s in rows]))
+        return 0
+    if not rows:
+        print("no runs yet: trnconsole launch bert --set synthetic=true   (or trnconsole demo)")
+        return 0
+    headers = ("ID", "NAME", "RUNNER", "BACKEND", "STATUS", "STARTED", "ELAPSED", "STEP", "LOSS", "SAMPLES/S")
+    body = []
+    for r, s in rows:
+        total = s.get("total_steps")
+        step = "-" if s.get("step") is None else f"{s['step']}/{total}" if total else str(s["step"])
+        body.append(
+            (
+                r.id,
+                r.name or "-",
+                r.runner,
+                r.backend,
+                r.status,
+                fmt.ago(r.started_at or r.created_at),
+                fmt.duration(r.elapsed()),
+                step,
+                fmt.number(s.get("final_loss")),
+                fmt.number(s.get("avg_samples_per_s") or s.get("last_samples_per_s")),
+            )
+        )
+    print(fmt.table(headers, body))
     return 0
 
 
-def list_runners(as_json: bool) -> int:
+def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
+    from . import textfmt as fmt
+
+    console = _console()
+    record = console.refresh(console.store.resolve(args.run))
+    summary = console.summary(record)
+    if args.json:
+        print(json_text({**record.to_json(), "summary": summary}))
+        return 0
+    spec = record.spec
+    lines = [
+        ("run", f"{record.id}" + (f" ({record.name})" if record.name else "")),
+        ("status", record.status + (f", exit {record.exit_code}" if record.exit_code is not None else "")),
+        ("runner", spec.runner),
+        ("backend", f"{record.backend}, {spec.nproc} process(es) x {spec.nnodes} node(s)"),
+        ("flags", " ".join(spec.runner_args()) or "-"),
+        ("started", fmt.ago(record.started_at)),
+        ("elapsed", fmt.duration(record.elapsed())),
+    ]
+    if record.parent_id:
+        lines.append(("rerun of", f"{record.parent_id}: {_diff_text(record.diff or {}) or 'no change'}"))
+    if record.error:
+        lines.append(("note", record.error))
+    total = summary.get("total_steps")
+    lines += [
+        ("step", f"{summary.get('step')}" + (f" of {total}" if total else "")),
+        ("final loss", fmt.number(summary.get("final_loss"))),
+        (f"eval {summary.get('eval_metric') or ''}".rstrip(), fmt.number(summary.get("eval_value"))),
+        (
+            "samples/s",
+            f"{fmt.number(summary.get('avg_samples_per_s'))} avg, "
+            f"{fmt.number(summary.get('peak_samples_per_s'))} peak",
+        ),
+        ("MFU", fmt.number(summary.get("mfu"))),
+        (
+            "compiles",
+            f"{fmt.number(summary.get('compile_count'))} "
+            f"({fmt.number(summary.get('compile_seconds'))} s, "
+            f"{fmt.number(summary.get('compiles_after_warmup'))} after warm-up)",
+        ),
+        ("wall time", fmt.duration(summary.get("wall_time_s"))),
+        ("run dir", str(record.run_dir)),
+    ]
+    if summary.get("malformed_lines"):
+        lines.append(("skipped", f"{summary['malformed_lines']} malformed metric lines"))
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace, extra: list[str]) -> int:
+    import time
+
+    console = _console()
+    record = console.store.resolve(args.run)
+    backend = console.backend(record.backend)
+    lines, cursor = backend.logs(record, None)
+    if args.tail is not None:
+        lines = lines[-args.tail :] if args.tail > 0 else []
+    _print_lines(lines)
+    if not args.follow:
+        return 0
+    try:
+        while True:
+            record = console.refresh(record)
+            lines, cursor = backend.logs(record, cursor)
+            _print_lines(lines)
+            if record.finished and not lines:
+                lines, cursor = backend.logs(record, cursor)
+                _print_lines(lines)
+                return 0
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _print_lines(lines: list[str]) -> None:
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+
+
+def cmd_stop(args: argparse.Namespace, extra: list[str]) -> int:
+    console = _console()
+    record = console.store.resolve(args.run)
+    if record.finished:
+        print(f"{record.id} already {record.status}")
+        return 0
+    record = console.stop(record, grace_s=args.grace)
+    code = f" (exit {record.exit_code})" if record.exit_code is not None else ""
+    print(f"{record.id} {record.status}{code}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
+    from . import textfmt as fmt
+    from .core.compare import compare_rows
+
+    console = _console()
+    records = [console.refresh(console.store.resolve(r)) for r in args.runs]
+    baseline = 0
+    if args.baseline:
+        base_id = console.store.resolve(args.baseline).id
+        ids = [r.id for r in records]
+        if base_id not in ids:
+            records.insert(0, console.store.get(base_id))
+            ids.insert(0, base_id)
+        baseline = ids.index(base_id)
+    rows = compare_rows([(r.id, r.name, console.summary(r)) for r in records], baseline)
+    if args.json:
+        print(json_text(rows))
+        return 0
+    headers = (
+        "RUN",
+        "STATUS",
+        "STEPS",
+        "LOSS",
+        "EVAL",
+        "SAMPLES/S",
+        "PEAK",
+        "MFU",
+        "COMPILES",
+        "WALL",
+        "x SAMPLES/S",
+        "x LOSS",
+        "x WALL",
+    )
+    body = []
+    for row in rows:
+        eval_text = (
+            "-" if row["eval_value"] is None else f"{row['eval_metric']} {fmt.number(row['eval_value'])}"
+        )
+        body.append(
+            (
+                row["id"] + (f" {row['name']}" if row["name"] else ""),
+                row["status"] or "-",
+                fmt.number(row["steps"]),
+                fmt.number(row["final_loss"]),
+                eval_text,
+                fmt.number(row["avg_samples_per_s"]),
+                fmt.number(row["peak_samples_per_s"]),
+                fmt.number(row["mfu"]),
+                fmt.number(row["compile_count"]),
+                fmt.duration(row["wall_time_s"]),
+                _ratio(row["avg_samples_per_s_ratio"]),
+                _ratio(row["final_loss_ratio"]),
+                _ratio(row["wall_time_s_ratio"]),
+            )
+        )
+    print(fmt.table(headers, body))
+    return 0
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+# ---- runner catalogue ----
+
+
+def cmd_flags(args: argparse.Namespace, extra: list[str]) -> int:
+    from . import textfmt as fmt
+
+    console = _console()
+    table = console.flag_table(args.runner)
+    if args.json:
+        print(json_text([vars(f) for f in table]))
+        return 0
+    rows = [
+        (
+            f.name,
+            f.type + (f" ({f.constraint})" if f.constraint else ""),
+            "|".join(f.choices) if f.choices else fmt.number(f.default) if f.default is not None else "-",
+            f.help,
+        )
+        for f in table
+    ]
+    print(fmt.table(("FLAG", "TYPE", "DEFAULT / CHOICES", "HELP"), rows))
+    return 0
+
+
+def cmd_runners(args: argparse.Namespace, extra: list[str]) -> int:
     from .resources import BUNDLED_RUNNERS, runner_script
 
     rows = [{"runner": name, "script": str(runner_script(name))} for name in BUNDLED_RUNNERS]
-    if as_json:
-        print(json.dumps(rows, indent=1))
+    if args.json:
+        print(json_text(rows))
     else:
         for row in rows:
             print(f"{row['runner']:<6} {row['script']}")
     return 0
+
+
+COMMANDS = {
+    "launch": cmd_launch,
+    "rerun": cmd_rerun,
+    "demo": cmd_demo,
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "logs": cmd_logs,
+    "stop": cmd_stop,
+    "compare": cmd_compare,
+    "flags": cmd_flags,
+    "runners": cmd_runners,
+}
 
 
 if __name__ == "__main__":

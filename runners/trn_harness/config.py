@@ -271,6 +271,16 @@ def build_parser(
     return p
 
 
+# The checking types above as (value type, constraint) for the console's own `--set` checks.
+_CHECKED_TYPES = {
+    "positive_int": ("int", "positive"),
+    "non_negative_int": ("int", "non_negative"),
+    "positive_float": ("float", "positive"),
+    "non_negative_float": ("float", "non_negative"),
+    "fraction": ("float", "fraction"),
+}
+
+
 def flags_as_json(parser: argparse.ArgumentParser) -> str:
     """Every flag with its type, default and choices, for forms and `--set` checks in the console."""
     flags = []
@@ -278,12 +288,13 @@ def flags_as_json(parser: argparse.ArgumentParser) -> str:
         longs = [s for s in action.option_strings if s.startswith("--")]
         if not longs or longs[0] in ("--help", "--flags-json"):
             continue
+        constraint = None
         if isinstance(action, argparse._StoreTrueAction):
             kind = "switch"
         else:
             kind = {int: "int", float: "float", str: "str", None: "str"}.get(action.type, "")
-            kind = kind or action.type.__name__.replace("positive_", "").replace("non_negative_", "")
-            kind = {"fraction": "float"}.get(kind, kind)
+            if not kind:
+                kind, constraint = _CHECKED_TYPES[action.type.__name__]
         flags.append(
             {
                 "flag": longs[0],
@@ -291,6 +302,7 @@ def flags_as_json(parser: argparse.ArgumentParser) -> str:
                 "type": kind,
                 "default": action.default,
                 "choices": list(action.choices) if action.choices else None,
+                "constraint": constraint,
                 "help": action.help or "",
             }
         )

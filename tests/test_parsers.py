@@ -1,0 +1,459 @@
+"""What the parsers make of metrics.jsonl lines and of any training script's stdout."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trn_harness import outputs
+from trnconsole.core.errors import UsageError
+from trnconsole.core.events import Event
+from trnconsole.core.parsers import JsonlParser, LogLineParser, MetricRegex
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ROUND_TRIP = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+LOG_STEP = (
+    "LOG Sun Nov 22 07:42:44 2026 - (0, 10) step_loss : 0.8339 learning_rate : 3.33e-04 "
+    "throughput : 56.3125 step_time_s : 0.2000 tokens_per_s : 7208.0000 mfu : 0.1235 grad_norm : 1.2346"
+)
+
+
+def same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+# ---- metrics.jsonl ----
+
+
+def test_jsonl_numbers_go_to_values_and_everything_else_to_info() -> None:
+    parser = JsonlParser()
+    event = parser.feed(
+        '{"t": 1700000000.5, "kind": "compile", "step": 3, "phase": "train", "count": 4, '
+        '"seconds": 12.5, "new": 1, "after_warmup": true}'
+    )
+    assert event == Event(
+        "compile",
+        3,
+        {"count": 4, "seconds": 12.5, "new": 1},
+        1700000000.5,
+        {"phase": "train", "after_warmup": True},
+    )
+
+
+def test_jsonl_bools_are_info_not_numbers() -> None:
+    event = JsonlParser().feed('{"t": 1.0, "kind": "step", "step": 1, "loss": 0.5, "synthetic": false}')
+    assert event is not None
+    assert event.values == {"loss": 0.5}
+    assert event.info == {"synthetic": False}
+
+
+def test_jsonl_nonfinite_float_strings_become_float_values() -> None:
+    event = JsonlParser().feed(
+        '{"t": 1.0, "kind": "step", "step": 7, "loss": "nan", "grad_norm": "inf", "mfu": "-inf", "x": "n/a"}'
+    )
+    assert event is not None
+    assert math.isnan(event.values["loss"])
+    assert event.values["grad_norm"] == math.inf
+    assert event.values["mfu"] == -math.inf
+    assert event.info == {"x": "n/a"}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "not json",
+        '{"t": 1.0, "kind": "step", "step": 1, "loss": 0.5',  # cut off mid-write
+        '["kind", "step"]',
+        '{"t": 1.0, "step": 1, "loss": 0.5}',  # no kind
+        '{"kind": 3, "step": 1}',
+        '{"kind": "step"} trailing',
+    ],
+)
+def test_jsonl_malformed_line_is_counted_and_skipped(line: str) -> None:
+    parser = JsonlParser()
+    assert parser.feed(line) is None
+    assert (parser.lines, parser.malformed) == (1, 1)
+    assert parser.feed('{"kind": "step", "step": 2, "loss": 1.0}') is not None
+    assert parser.malformed == 1
+
+
+def test_jsonl_blank_lines_are_ignored_not_malformed() -> None:
+    parser = JsonlParser()
+    assert parser.feed_lines(["", "   ", "\n"]) == []
+    assert (parser.lines, parser.malformed) == (3, 0)
+
+
+def test_jsonl_line_with_surrounding_whitespace_parses() -> None:
+    event = JsonlParser().feed('  {"kind": "step", "step": 1, "loss": 0.25}\n')
+    assert event == Event("step", 1, {"loss": 0.25})
+
+
+def test_jsonl_missing_step_and_time_are_none() -> None:
+    assert JsonlParser().feed('{"kind": "status", "state": "started"}') == Event(
+        "status", None, {}, None, {"state": "started"}
+    )
+
+
+def test_jsonl_integral_float_step_is_an_int_and_a_text_step_is_kept_in_info() -> None:
+    parser = JsonlParser()
+    assert parser.feed('{"kind": "step", "step": 5.0}') == Event("step", 5)
+    assert parser.feed('{"kind": "step", "step": "five"}') == Event("step", None, {}, None, {"step": "five"})
+
+
+def test_jsonl_batch_and_single_feeding_agree() -> None:
+    lines = ['{"kind": "step", "step": 1, "loss": 1.5}', "junk", '{"kind": "eval", "step": 1, "loss": 2}']
+    single = JsonlParser()
+    batch = JsonlParser()
+    assert [e for e in map(single.feed, lines) if e] == batch.feed_lines(lines)
+    assert (single.lines, single.malformed) == (batch.lines, batch.malformed) == (3, 1)
+
+
+# ---- LOG lines ----
+
+
+def test_log_line_in_the_neuron_sample_format_is_a_step_event_with_canonical_names() -> None:
+    [event] = LogLineParser().feed(LOG_STEP)
+    assert event.kind == "step"
+    assert event.step == 10
+    assert event.values == {
+        "loss": 0.8339,
+        "lr": 3.33e-04,
+        "samples_per_s": 56.3125,
+        "step_time_s": 0.2,
+        "tokens_per_s": 7208.0,
+        "mfu": 0.1235,
+        "grad_norm": 1.2346,
+        "epoch": 0,
+    }
+
+
+def test_log_line_with_only_eval_fields_is_an_eval_event() -> None:
+    [event] = LogLineParser().feed(
+        "LOG Sun Nov 22 07:43:01 2026 - (1, 20) eval_loss : 0.6931 eval_accuracy : 0.5"
+    )
+    assert (event.kind, event.step) == ("eval", 20)
+    assert event.values == {"loss": 0.6931, "accuracy": 0.5, "epoch": 1}
+
+
+def test_log_line_mixing_eval_and_train_fields_is_a_step_event_keeping_names() -> None:
+    [event] = LogLineParser().feed("LOG t - (0, 3) step_loss : 1.0 eval_loss : 2.0")
+    assert event.kind == "step"
+    assert event.values == {"loss": 1.0, "eval_loss": 2.0, "epoch": 0}
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["[default0]:", "[1,0]<stdout>:", "2026-11-22 07:42:44,123 INFO ", "rank0: ", "\t"],
+)
+def test_log_line_after_a_rank_tag_or_timestamp_parses(prefix: str) -> None:
+    [event] = LogLineParser().feed(prefix + LOG_STEP)
+    assert (event.kind, event.step, event.values["loss"]) == ("step", 10, 0.8339)
+
+
+def test_log_line_with_irregular_spacing_commas_and_nan_parses() -> None:
+    [event] = LogLineParser().feed(
+        "LOG Sun Nov 22 07:42:44 2026 - ( 2 ,  31 )  step_loss: nan, learning_rate :4.0e-04  throughput :  12"
+    )
+    assert event.step == 31
+    assert math.isnan(event.values["loss"])
+    assert (event.values["lr"], event.values["samples_per_s"], event.values["epoch"]) == (4e-4, 12.0, 2)
+
+
+def test_log_line_coloured_with_ansi_escapes_parses() -> None:
+    [event] = LogLineParser().feed("\x1b[1m\x1b[32m" + LOG_STEP + "\x1b[0m")
+    assert event.values["grad_norm"] == 1.2346
+
+
+def test_progress_bar_carriage_returns_do_not_hide_a_log_line() -> None:
+    parser = LogLineParser()
+    [event] = parser.feed(" 40%|####      | 4/10 [00:01<00:02]\r 50%|#####     | 5/10\r" + LOG_STEP + "\r\n")
+    assert event.step == 10
+    assert (parser.lines, parser.malformed, parser.events) == (1, 0, 1)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "epoch 0 done",
+        "CATALOG loaded",
+        "LOGGING to /tmp/x",
+        "LOG: starting training",
+        "2026-11-22 INFO train.py:42 loss went down",
+        "",
+        "{",
+        "config = {'model': 'bert', 'layers': 12}",
+        "{'a': 1, 'b': 2.0}",
+    ],
+)
+def test_plain_text_makes_no_event_and_is_not_malformed(line: str) -> None:
+    parser = LogLineParser()
+    assert parser.feed(line) == []
+    assert (parser.lines, parser.malformed, parser.events) == (1, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "line", ["LOG Sun Nov 22 07:42:44 2026 - (0, 10)", "LOG without a step tuple", "LOG x - (0, 1) a : b"]
+)
+def test_log_line_without_a_step_or_fields_is_malformed(line: str) -> None:
+    parser = LogLineParser()
+    assert parser.feed(line) == []
+    assert parser.malformed == 1
+
+
+def test_log_line_sets_the_current_step() -> None:
+    parser = LogLineParser()
+    parser.feed(LOG_STEP)
+    assert parser.step == 10
+
+
+# ---- Hugging Face Trainer dicts ----
+
+
+def test_hf_step_dicts_are_step_events_numbered_by_a_running_count() -> None:
+    parser = LogLineParser()
+    first = parser.feed("{'loss': 0.6931, 'grad_norm': 1.25, 'learning_rate': 5e-05, 'epoch': 0.1}")
+    second = parser.feed("{'loss': 0.5, 'grad_norm': 1.0, 'learning_rate': 4e-05, 'epoch': 0.2}")
+    assert first == [Event("step", 1, {"loss": 0.6931, "grad_norm": 1.25, "lr": 5e-05, "epoch": 0.1})]
+    assert [e.step for e in second] == [2]
+
+
+def test_hf_step_key_sets_the_step_and_the_count_goes_on_from_it() -> None:
+    parser = LogLineParser()
+    assert [e.step for e in parser.feed("{'loss': 0.5, 'step': 500}")] == [500]
+    assert [e.step for e in parser.feed("{'loss': 0.4}")] == [501]
+
+
+def test_hf_eval_dict_is_an_eval_event_without_the_prefix_at_the_current_step() -> None:
+    parser = LogLineParser()
+    parser.feed(LOG_STEP)
+    [event] = parser.feed(
+        "{'eval_loss': 0.41, 'eval_accuracy': 0.83, 'eval_runtime': 2.5, "
+        "'eval_samples_per_second': 400.0, 'eval_steps_per_second': 50.0, 'epoch': 1.0}"
+    )
+    assert (event.kind, event.step) == ("eval", 10)
+    assert event.values == {
+        "loss": 0.41,
+        "accuracy": 0.83,
+        "runtime_s": 2.5,
+        "samples_per_s": 400.0,
+        "steps_per_s": 50.0,
+        "epoch": 1.0,
+    }
+
+
+def test_hf_train_summary_dict_is_a_summary_event() -> None:
+    [event] = LogLineParser().feed(
+        "{'train_runtime': 120.5, 'train_samples_per_second': 33.2, 'train_steps_per_second': 4.1, "
+        "'total_flos': 1.5e+15, 'train_loss': 0.45, 'epoch': 3.0}"
+    )
+    assert event.kind == "summary"
+    assert event.values == {
+        "runtime_s": 120.5,
+        "samples_per_s": 33.2,
+        "steps_per_s": 4.1,
+        "total_flos": 1.5e15,
+        "loss": 0.45,
+        "epoch": 3.0,
+    }
+
+
+def test_hf_nan_bare_or_quoted_and_tensor_reprs_are_numbers() -> None:
+    [event] = LogLineParser().feed(
+        "{'loss': nan, 'grad_norm': tensor(2.5, device='xla:0'), 'learning_rate': 'nan', 'epoch': 1}"
+    )
+    assert math.isnan(event.values["loss"]) and math.isnan(event.values["lr"])
+    assert (event.values["grad_norm"], event.values["epoch"]) == (2.5, 1.0)
+
+
+def test_hf_numpy_scalar_reprs_are_numbers() -> None:
+    [event] = LogLineParser().feed(
+        "{'eval_loss': np.float64(0.41), 'eval_accuracy': np.float32(0.8), 'epoch': 1.0}"
+    )
+    assert event.values == {"loss": 0.41, "accuracy": 0.8, "epoch": 1.0}
+
+
+def test_hf_dict_after_a_rank_tag_and_in_json_quotes_parses() -> None:
+    [event] = LogLineParser().feed('[default0]:{"loss": 0.3, "learning_rate": 1e-4}')
+    assert event.values == {"loss": 0.3, "lr": 1e-4}
+
+
+@pytest.mark.parametrize("line", ["{'loss': 0.5, 'per_layer': [1, 2]}", "{'loss': oops}"])
+def test_hf_like_dict_that_cannot_be_read_is_malformed(line: str) -> None:
+    parser = LogLineParser()
+    assert parser.feed(line) == []
+    assert parser.malformed == 1
+
+
+# ---- user regexes ----
+
+
+def test_user_metric_regex_value_is_a_step_event_at_the_current_step() -> None:
+    parser = LogLineParser([MetricRegex.from_spec("throughput=([0-9.]+) samples/s")])
+    assert parser.feed("warming up: 12.5 samples/s") == [Event("step", None, {"throughput": 12.5})]
+    parser.feed(LOG_STEP)
+    assert parser.feed("now at 80.25 samples/s") == [Event("step", 10, {"throughput": 80.25})]
+
+
+def test_user_metrics_matching_one_line_make_one_event() -> None:
+    parser = LogLineParser(
+        [MetricRegex.from_spec(r"loss=loss=([\d.]+)"), MetricRegex.from_spec(r"acc=acc=([\d.]+)")]
+    )
+    assert parser.feed("step 3 loss=0.5 acc=0.75") == [Event("step", None, {"loss": 0.5, "acc": 0.75})]
+    assert parser.feed("step 4 loss=0.25") == [Event("step", None, {"loss": 0.25})]
+
+
+def test_user_metric_value_that_is_not_a_number_is_malformed() -> None:
+    parser = LogLineParser([MetricRegex.from_spec(r"tput=tput (\S+)")])
+    assert parser.feed("tput fast") == []
+    assert parser.malformed == 1
+
+
+def test_metric_spec_splits_at_the_first_equals_sign() -> None:
+    metric = MetricRegex.from_spec("ratio=ratio=(\\d+)")
+    assert metric.name == "ratio"
+    assert metric.pattern.pattern == "ratio=(\\d+)"
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("throughput", "NAME=REGEX"),
+        ("=([0-9.]+)", "NAME=REGEX"),
+        ("throughput=([0-9.]+", "invalid regular expression"),
+        ("throughput=[0-9.]+ samples/s", "capture group"),
+    ],
+)
+def test_bad_metric_spec_is_a_usage_error_naming_the_flag_and_the_fix(spec: str, says: str) -> None:
+    with pytest.raises(UsageError, match="--metric") as raised:
+        MetricRegex.from_spec(spec)
+    assert says in str(raised.value)
+
+
+# ---- never raises ----
+
+
+@FUZZ
+@given(st.lists(st.text(max_size=120), max_size=20))
+def test_arbitrary_text_never_raises_and_counts_add_up(lines: list[str]) -> None:
+    jsonl = JsonlParser()
+    events = jsonl.feed_lines(lines)
+    blank = sum(1 for line in lines if not line.strip())
+    assert jsonl.lines == len(lines)
+    assert len(events) + jsonl.malformed + blank == len(lines)
+
+    log = LogLineParser([MetricRegex.from_spec(r"x=x=(\S+)")])
+    events = [e for line in lines for e in log.feed(line)]
+    assert log.lines == len(lines)
+    assert 0 <= log.malformed <= len(lines)
+    assert log.events == len(events)
+
+
+metric_tokens = st.sampled_from(
+    ["LOG", "LOG ", " - (", "(0, 3)", ") ", "step_loss", " : ", ":", "nan", "1e-3", "{", "}", "'loss'",
+     "'eval_loss'", ": ", ", ", "tensor(", "\r", "\x1b[0m", "[default0]:", "'", '"', "x=", "1.5", " "]
+)  # fmt: skip
+
+
+@FUZZ
+@given(st.lists(st.lists(metric_tokens, max_size=16).map("".join), max_size=10))
+def test_text_built_from_metric_syntax_never_raises(lines: list[str]) -> None:
+    log = LogLineParser([MetricRegex.from_spec(r"x=x=(\S+)")])
+    events = log.feed_lines(lines)
+    assert log.events == len(events)
+    assert 0 <= log.malformed <= log.lines == len(lines)
+    jsonl = JsonlParser()
+    jsonl.feed_lines(lines)
+    assert jsonl.malformed <= len(lines)
+
+
+# ---- round trips through the runners' own writer ----
+
+reserved = {"t", "kind", "step", "self", "epoch", "step_loss", "learning_rate", "throughput"}
+field_names = st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True).filter(
+    lambda name: name not in reserved and not name.startswith("eval_")
+)
+numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**12), 10**12))
+
+
+@pytest.fixture(scope="module")
+def run_outputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[outputs.RunOutputs]:
+    with mock.patch.object(outputs, "_open_tensorboard", return_value=None):
+        writer = outputs.RunOutputs(tmp_path_factory.mktemp("run"), enabled=True)
+    yield writer
+    writer.close()
+
+
+def printed_log_line(writer: outputs.RunOutputs, epoch: int, step: int, fields: dict) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        writer.log_line(epoch, step, fields)
+    return out.getvalue()
+
+
+@ROUND_TRIP
+@given(
+    epoch=st.integers(0, 10**6),
+    step=st.integers(0, 10**9),
+    canonical=st.dictionaries(st.sampled_from(["loss", "lr", "samples_per_s"]), numbers),
+    other=st.dictionaries(field_names, st.one_of(numbers, st.none()), max_size=8),
+)
+def test_runner_log_line_parses_back_to_its_printed_values(
+    run_outputs: outputs.RunOutputs, epoch: int, step: int, canonical: dict, other: dict
+) -> None:
+    fields = {**canonical, **other}
+    printed = {k: v for k, v in fields.items() if v is not None}
+    if not printed:
+        return
+    line = printed_log_line(run_outputs, epoch, step, fields)
+    parser = LogLineParser()
+    [event] = parser.feed(line)
+    assert (event.kind, event.step, event.values.pop("epoch")) == ("step", step, epoch)
+    assert set(event.values) == set(printed)
+    for name, value in printed.items():
+        label = outputs.LOG_NAMES.get(name, name)
+        text = line.split(f" {label} : ", 1)[1].split()[0]
+        assert same(event.values[name], float(text))  # exactly what was printed
+        if math.isfinite(value) and abs(value) >= 1e-3 and name != "lr":
+            assert abs(event.values[name] - value) <= 5e-5 * max(1.0, abs(value))
+    assert parser.malformed == 0
+
+
+@ROUND_TRIP
+@given(
+    step=st.integers(0, 10**9),
+    values=st.dictionaries(field_names, numbers, max_size=8),
+    info=st.dictionaries(
+        field_names,
+        st.one_of(st.booleans(), st.text(max_size=20).filter(lambda s: s not in ("nan", "inf", "-inf"))),
+        max_size=4,
+    ),
+)
+def test_runner_metrics_jsonl_line_parses_back_to_the_same_fields(
+    run_outputs: outputs.RunOutputs, step: int, values: dict, info: dict
+) -> None:
+    info = {k: v for k, v in info.items() if k not in values}
+    path = Path(run_outputs.output_dir) / "metrics.jsonl"
+    start = path.stat().st_size
+    run_outputs.event("step", step, **values, **info)
+    with path.open(encoding="utf-8") as f:
+        f.seek(start)
+        [line] = f.read().splitlines()
+    parser = JsonlParser()
+    event = parser.feed(line)
+    assert event is not None
+    assert (event.kind, event.step) == ("step", step)
+    assert event.t == json.loads(line)["t"]
+    assert set(event.values) == set(values)
+    for name, value in values.items():
+        assert same(event.values[name], value)
+    assert event.info == info

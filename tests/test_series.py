@@ -1,0 +1,246 @@
+"""Bounded series: what they keep of a run however long it is, checked against brute force."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trnconsole.core.events import Event
+from trnconsole.core.series import Series, SeriesSet
+
+PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+values = st.one_of(
+    st.floats(-1e6, 1e6),
+    st.integers(-1000, 1000),
+    st.sampled_from([math.nan, math.inf, -math.inf]),
+)
+
+
+def finite(ys: list[float]) -> list[float]:
+    return [y for y in ys if math.isfinite(y)]
+
+
+def same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def expected_buckets(xs: list[float], ys: list[float], width: int) -> list[tuple]:
+    """(x of the last point, min, max, last) of consecutive groups of `width` points, by brute force."""
+    out = []
+    for start in range(0, len(ys), width):
+        group = ys[start : start + width]
+        good = finite(group)
+        out.append(
+            (
+                xs[start + len(group) - 1],
+                min(good) if good else math.nan,
+                max(good) if good else math.nan,
+                group[-1],
+            )
+        )
+    return out
+
+
+def fill(series: Series, xs: list[float], ys: list[float], batch: int) -> None:
+    """Adds the points one by one (batch 0) or through extend() in batches of that size."""
+    if batch == 0:
+        for x, y in zip(xs, ys, strict=True):
+            series.add(x, y)
+    else:
+        for start in range(0, len(ys), batch):
+            series.extend(xs[start : start + batch], ys[start : start + batch])
+
+
+@PROPERTY
+@given(
+    ys=st.lists(values, max_size=600),
+    capacity=st.integers(2, 40),
+    batch=st.sampled_from([0, 1, 7, 100, 1000]),
+)
+def test_series_matches_brute_force_over_all_points(ys: list[float], capacity: int, batch: int) -> None:
+    xs = [float(i) for i in range(len(ys))]
+    series = Series(capacity)
+    fill(series, xs, ys, batch)
+
+    good = finite(ys)
+    assert series.count == len(ys)
+    assert series.nonfinite == len(ys) - len(good)
+    assert same(series.first, ys[0] if ys else None)
+    assert same(series.last, ys[-1] if ys else None)
+    assert series.last_x == (xs[-1] if xs else None)
+    assert series.min == (min(good) if good else None)
+    assert series.max == (max(good) if good else None)
+    if good:
+        assert series.mean == pytest.approx(math.fsum(good) / len(good), rel=1e-9, abs=1e-6)
+    else:
+        assert series.mean is None
+
+    points = series.points()
+    assert len(points[0]) <= capacity
+    assert all(len(column) == len(points[0]) for column in points)
+    want = expected_buckets(xs, ys, series.bucket_width)
+    assert len(want) == len(points[0])
+    firsts, _, _, _, _, counts = series.buckets()
+    assert firsts == xs[:: series.bucket_width]
+    assert sum(counts) == len(ys)
+    for got, expected in zip(zip(*points, strict=True), want, strict=True):
+        assert all(same(a, b) for a, b in zip(got, expected, strict=True))
+
+
+@PROPERTY
+@given(ys=st.lists(values, min_size=1, max_size=400), capacity=st.integers(2, 32), width=st.integers(1, 50))
+def test_downsample_fits_the_width_and_keeps_extremes_and_the_last_value(
+    ys: list[float], capacity: int, width: int
+) -> None:
+    series = Series(capacity)
+    series.extend(list(range(len(ys))), ys)
+    xs, lows, highs, lasts = series.downsample(width)
+    assert 1 <= len(xs) <= width
+    assert len(xs) == len(lows) == len(highs) == len(lasts)
+    assert xs == sorted(xs) and xs[-1] == len(ys) - 1
+    assert same(lasts[-1], ys[-1])
+    good = finite(ys)
+    if good:
+        assert min(v for v in lows if not math.isnan(v)) == min(good)
+        assert max(v for v in highs if not math.isnan(v)) == max(good)
+    else:
+        assert all(math.isnan(v) for v in lows + highs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1000, 20_000), spike_at=st.floats(0, 1, exclude_max=True), width=st.integers(1, 80))
+def test_a_single_spike_survives_any_downsampling(n: int, spike_at: float, width: int) -> None:
+    ys = [1.0] * n
+    ys[int(spike_at * n)] = 1e9
+    ys[(int(spike_at * n) + n // 2) % n] = -5.0
+    series = Series(64)
+    series.extend(list(range(n)), ys)
+    _, lows, highs, _ = series.downsample(width)
+    assert max(highs) == 1e9
+    assert min(lows) == -5.0
+
+
+def test_memory_stays_bounded_however_many_points() -> None:
+    series = Series(capacity=128)
+    for start in range(0, 200_000, 5000):
+        series.extend(range(start, start + 5000), [float(i % 97) for i in range(start, start + 5000)])
+    for i in range(200_000, 200_700):
+        series.add(i, 1.0)
+    assert series.count == 200_700
+    assert len(series.points()[0]) <= 128
+    assert series.bucket_width * 128 >= 200_700
+    assert (series.min, series.max, series.last_x) == (0.0, 96.0, 200_699)
+
+
+def test_nan_and_inf_are_counted_but_never_become_min_or_max() -> None:
+    series = Series()
+    for x, y in enumerate([math.nan, 2.0, math.inf, -math.inf, 1.0, math.nan]):
+        series.add(x, y)
+    assert (series.min, series.max, series.mean) == (1.0, 2.0, 1.5)
+    assert series.nonfinite == 4
+    assert math.isnan(series.last)
+    assert math.isnan(series.first)
+
+
+def test_a_series_of_only_nan_has_no_min_max_or_mean() -> None:
+    series = Series()
+    series.add(0, math.nan)
+    assert (series.count, series.min, series.max, series.mean) == (1, None, None, None)
+    _, lows, highs, lasts = series.points()
+    assert math.isnan(lows[0]) and math.isnan(highs[0]) and math.isnan(lasts[0])
+
+
+def test_empty_series_knows_nothing() -> None:
+    series = Series()
+    assert (series.count, series.first, series.last, series.min, series.max, series.mean) == (
+        0,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
+    assert series.points() == ([], [], [], [])
+    assert series.downsample(10) == ([], [], [], [])
+
+
+def test_mean_and_max_excluding_first_skip_the_warm_up_point() -> None:
+    series = Series()
+    series.extend([1, 2, 3], [500.0, 10.0, 20.0])
+    assert (series.mean_excluding_first, series.max_excluding_first) == (15.0, 20.0)
+    single = Series()
+    single.add(1, 7.0)
+    assert (single.mean_excluding_first, single.max_excluding_first) == (7.0, 7.0)
+
+
+def test_recent_returns_the_last_raw_values() -> None:
+    series = Series(capacity=4)
+    series.extend(range(1000), [float(i) for i in range(1000)])
+    series.add(1000, 1000.0)
+    assert series.recent(3) == [998.0, 999.0, 1000.0]
+
+
+def test_capacity_below_two_is_refused() -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        Series(1)
+
+
+# ---- SeriesSet ----
+
+
+def test_series_set_files_step_eval_and_compile_values_under_their_names() -> None:
+    series = SeriesSet()
+    series.add_event(Event("step", 10, {"loss": 0.5, "lr": 1e-4}))
+    series.add_event(Event("eval", 10, {"loss": 0.7, "accuracy": 0.6}))
+    series.add_event(Event("compile", 10, {"count": 3.0}))
+    series.add_event(Event("status", 10, {"total_steps": 100}, None, {"state": "started"}))
+    assert sorted(series.names()) == ["compile_count", "eval_accuracy", "eval_loss", "loss", "lr"]
+    assert "loss" in series and "total_steps" not in series
+    assert series.get("missing") is None
+    loss = series.get("loss")
+    assert loss is not None and (loss.last_x, loss.last) == (10, 0.5)
+    assert series["eval_loss"].last == 0.7
+
+
+def test_events_without_a_step_go_one_past_the_last_x() -> None:
+    series = SeriesSet()
+    series.add_events([Event("step", None, {"a": 1.0}), Event("step", None, {"a": 2.0})])
+    series.add_event(Event("step", 50, {"a": 3.0}))
+    series.add_event(Event("step", None, {"a": 4.0}))
+    assert series["a"].points()[0] == [0, 1, 50, 51]
+
+
+step_events = st.lists(
+    st.builds(
+        Event,
+        st.sampled_from(["step", "step", "step", "eval", "compile", "status"]),
+        st.one_of(st.none(), st.integers(0, 1000)),
+        st.dictionaries(st.sampled_from(["loss", "lr", "mfu", "eval_loss"]), values, max_size=3),
+    ),
+    max_size=300,
+)
+
+
+@PROPERTY
+@given(events=step_events, batch=st.integers(1, 64))
+def test_series_set_batches_give_the_same_series_as_one_event_at_a_time(
+    events: list[Event], batch: int
+) -> None:
+    one_by_one, batched = SeriesSet(capacity=8), SeriesSet(capacity=8)
+    for event in events:
+        one_by_one.add_event(event)
+    for start in range(0, len(events), batch):
+        batched.add_events(events[start : start + batch])
+    assert sorted(one_by_one.names()) == sorted(batched.names())
+    for name in one_by_one.names():
+        a, b = one_by_one[name].points(), batched[name].points()
+        assert all(
+            same(p, q) for col_a, col_b in zip(a, b, strict=True) for p, q in zip(col_a, col_b, strict=True)
+        )
+        assert one_by_one[name].count == batched[name].count

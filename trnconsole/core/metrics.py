@@ -1,0 +1,162 @@
+"""The live state of one run, built from its events: series, progress, status, evaluation, compilations,
+checkpoints, and the summary the run list and the comparison table show.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from operator import attrgetter, itemgetter
+from typing import Any
+
+from .events import Event
+from .parsers import JsonlParser, LogLineParser, MetricRegex, Row
+from .series import Series, SeriesSet
+
+_ETA_WINDOW = 20  # recent step_time_s values averaged for the ETA
+_KIND = itemgetter(0)
+_event_row = attrgetter("kind", "step", "values", "t", "info")
+
+
+class RunMetrics:
+    """Feed it events (or raw metrics.jsonl / stdout lines) in the order the run wrote them."""
+
+    def __init__(self, metric_regexes: Sequence[MetricRegex] = (), capacity: int = 2048) -> None:
+        self.series = SeriesSet(capacity)
+        self.last_step: int | None = None
+        self.total_steps: int | None = None
+        self.started_info: dict[str, Any] = {}
+        self.state: str | None = None
+        self.error: str | None = None
+        self.last_eval: dict[str, float] = {}
+        self.compile_count: int | None = None
+        self.compile_seconds: float | None = None
+        self.compiles_after_warmup: int | None = None
+        self.checkpoints: list[tuple[int | None, str]] = []
+        self.reported_summary: dict[str, float] = {}  # a script's own end-of-training line (HF train_runtime)
+        self.first_t: float | None = None
+        self.last_t: float | None = None
+        self._jsonl = JsonlParser()
+        self._log = LogLineParser(metric_regexes)
+
+    @property
+    def malformed(self) -> int:
+        """Lines the parsers could not read, from both metrics.jsonl and stdout."""
+        return self._jsonl.malformed + self._log.malformed
+
+    def feed_jsonl_lines(self, lines: Iterable[str]) -> None:
+        self._ingest(self._jsonl.parse_rows(lines))
+
+    def feed_log_lines(self, lines: Iterable[str]) -> None:
+        self._ingest(self._log.parse_rows(lines))
+
+    def feed(self, events: Iterable[Event]) -> None:
+        self._ingest(list(map(_event_row, events)))
+
+    def _ingest(self, rows: list[Row]) -> None:
+        if not rows:
+            return
+        kinds = list(map(_KIND, rows))
+        if kinds.count("step") != len(rows):
+            for kind, row in zip(kinds, rows, strict=True):
+                if kind != "step":
+                    self._other(row)
+        for row in reversed(rows):  # the latest known step and time are nearly always on the last row
+            if row[1] is not None:
+                self.last_step = row[1]
+                break
+        for row in reversed(rows):
+            if row[3] is not None:
+                self.last_t = row[3]
+                break
+        if self.first_t is None:
+            self.first_t = next((row[3] for row in rows if row[3] is not None), None)
+        self.series.add_rows(rows, kinds)
+
+    def _other(self, row: Row) -> None:
+        kind, step, values, _, info = row
+        if kind == "eval":
+            self.last_eval = {k: v for k, v in values.items() if k != "epoch"}
+        elif kind == "compile":
+            self._compile(values, info)
+        elif kind == "status":
+            state = info.get("state")
+            if isinstance(state, str):
+                self.state = state
+            if state == "started":  # also a resumed run's new start: an earlier failure is history
+                self.error = None
+                self.started_info = {**info, **values}
+                total = self.started_info.get("total_steps")
+                if isinstance(total, (int, float)) and not isinstance(total, bool) and math.isfinite(total):
+                    self.total_steps = int(total)
+            if "error" in info:
+                self.error = str(info["error"])
+        elif kind == "checkpoint":
+            self.checkpoints.append((step, str(info.get("path", ""))))
+        elif kind == "summary":
+            self.reported_summary = dict(values)
+
+    def _compile(self, values: dict[str, float], info: dict[str, Any]) -> None:
+        # The counts are cumulative for the process that wrote them: the latest wins.
+        previous = self.compile_count or 0
+        count = values.get("count")
+        if count is not None and math.isfinite(count):
+            self.compile_count = int(count)
+        seconds = values.get("seconds")
+        if seconds is not None:
+            self.compile_seconds = seconds
+        if self.compiles_after_warmup is None:
+            self.compiles_after_warmup = 0
+        if info.get("after_warmup") is True:
+            new = values.get("new")
+            if new is None and self.compile_count is not None:
+                new = self.compile_count - previous
+            if new is not None and math.isfinite(new) and new > 0:
+                self.compiles_after_warmup += int(new)
+
+    def _series(self, name: str) -> Series | None:
+        return self.series.get(name)
+
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the recent pace (mean of the last step_time_s values); None when unknown."""
+        if self.total_steps is None or self.last_step is None:
+            return None
+        remaining = self.total_steps - self.last_step
+        if remaining <= 0:
+            return 0.0
+        series = self._series("step_time_s")
+        if series is None:
+            return None
+        recent = [v for v in series.recent(_ETA_WINDOW) if math.isfinite(v) and v >= 0]
+        if not recent:
+            return None
+        return remaining * sum(recent) / len(recent)
+
+    def summary(self) -> dict[str, Any]:
+        """The run's figures; unknown ones are None. Averages skip the first step event (warm-up and
+        compilation) when there is more than one."""
+        loss = self._series("loss")
+        samples = self._series("samples_per_s")
+        tokens = self._series("tokens_per_s")
+        mfu = self._series("mfu")
+        wall = None
+        if self.first_t is not None and self.last_t is not None:
+            wall = self.last_t - self.first_t
+        return {
+            "step": self.last_step,
+            "total_steps": self.total_steps,
+            "final_loss": loss.last if loss is not None else None,
+            "eval": dict(self.last_eval),
+            "eval_metric": self.started_info.get("eval_metric"),
+            "avg_samples_per_s": samples.mean_excluding_first if samples is not None else None,
+            "peak_samples_per_s": samples.max_excluding_first if samples is not None else None,
+            "avg_tokens_per_s": tokens.mean_excluding_first if tokens is not None else None,
+            "mfu": mfu.mean_excluding_first if mfu is not None else None,
+            "compile_count": self.compile_count,
+            "compile_seconds": self.compile_seconds,
+            "compiles_after_warmup": self.compiles_after_warmup,
+            "wall_time_s": wall,
+            "state": self.state,
+            "error": self.error,
+            "malformed_lines": self.malformed,
+        }

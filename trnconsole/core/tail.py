@@ -1,0 +1,66 @@
+"""Follow a growing text file by byte offset: complete lines only, resumable from a saved offset."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+
+
+class FileTail:
+    """Reads the complete lines appended to `path` since `offset`.
+
+    The file is opened per call, so nothing is held open between reads (a rotated or deleted file is not
+    pinned). A file that does not exist yet reads as empty; one that shrank below `offset` (truncated or
+    replaced) is read again from the start. Save `offset` to resume later where this one stopped.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], offset: int = 0) -> None:
+        self.path = Path(path)
+        self.offset = offset
+
+    def read_lines(self, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
+        """The next complete lines (without their newline), reading at most `max_bytes`.
+
+        A last line without its newline yet is left for a later call. A single line longer than
+        `max_bytes` is returned in pieces, so a huge line cannot stall the tail.
+        """
+        try:
+            f = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed below, after one fstat and read
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size < self.offset:
+                self.offset = 0
+            if size == self.offset:
+                return []
+            f.seek(self.offset)
+            data = f.read(min(max(max_bytes, 1), size - self.offset))
+        if not data:
+            return []
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            if len(data) < max_bytes:
+                return []
+            end = _utf8_boundary(data)
+        self.offset += end
+        lines = data[:end].decode("utf-8", errors="replace").split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        return lines
+
+
+def _utf8_boundary(data: bytes) -> int:
+    """The largest cut at or before len(data) that does not split a UTF-8 character."""
+    end = len(data)
+    for back in range(1, min(4, end) + 1):
+        lead = data[end - back]
+        if lead & 0xC0 == 0x80:
+            continue  # a continuation byte: the character started earlier
+        if lead < 0x80:
+            return end
+        need = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        return end if back >= need or back == end else end - back
+    return end

@@ -1,0 +1,69 @@
+"""Follow one run's directory: new metric lines become events in its RunMetrics, new log lines a buffer.
+
+A bundled runner's metrics come from its metrics.jsonl; any other script's (and a remote job's, whose log
+is mirrored into stdout.log) from its log lines. Offsets let a watcher resume where another stopped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+from .metrics import RunMetrics
+from .parsers import MetricRegex
+from .tail import FileTail
+
+METRICS_FILE = "metrics.jsonl"
+LOG_FILE = "stdout.log"
+READ_CHUNK = 8 << 20  # bytes per poll, so a huge backlog is taken in slices and the caller stays live
+
+
+class RunWatcher:
+    def __init__(
+        self,
+        run_dir: Path,
+        metrics_from_jsonl: bool,
+        metric_regexes: Sequence[MetricRegex] = (),
+        keep_log_lines: int = 2000,
+    ) -> None:
+        self.run_dir = run_dir
+        self.metrics_from_jsonl = metrics_from_jsonl
+        self.metrics = RunMetrics(metric_regexes=metric_regexes)
+        self._jsonl = FileTail(run_dir / METRICS_FILE)
+        self._log = FileTail(run_dir / LOG_FILE)
+        self.log_tail: deque[str] = deque(maxlen=keep_log_lines)
+        self.log_lines_seen = 0
+
+    def start_near_end(self, window_bytes: int) -> None:
+        """Skip all but about the last window_bytes of each file (at a line start): recent figures, fast."""
+        for tail in (self._jsonl, self._log):
+            try:
+                size = tail.path.stat().st_size
+            except OSError:
+                continue
+            if size <= window_bytes:
+                continue
+            with tail.path.open("rb") as f:
+                f.seek(size - window_bytes)
+                cut = f.read(window_bytes).find(b"\n")
+            tail.offset = size - window_bytes + cut + 1 if cut >= 0 else size
+
+    def poll(self, max_bytes: int = READ_CHUNK) -> tuple[int, list[str]]:
+        """Read what was appended since the last poll: (new metric lines, new log lines)."""
+        new_log = self._log.read_lines(max_bytes=max_bytes)
+        self.log_tail.extend(new_log)
+        self.log_lines_seen += len(new_log)
+        if self.metrics_from_jsonl:
+            lines = self._jsonl.read_lines(max_bytes=max_bytes)
+            self.metrics.feed_jsonl_lines(lines)
+            return len(lines), new_log
+        self.metrics.feed_log_lines(new_log)
+        return len(new_log), new_log
+
+    def drain(self) -> None:
+        """Read everything there is now (a finished run, or `show`)."""
+        while True:
+            metric_lines, log_lines = self.poll()
+            if not metric_lines and not log_lines:
+                return

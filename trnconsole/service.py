@@ -1,0 +1,316 @@
+"""The operations the CLI and the console share: launch, refresh, stop, rerun, and a run's summary.
+
+They wire the core (spec, store, metrics) to the backends; neither the CLI nor the UI holds this logic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .backends import get_backend
+from .backends.base import Backend
+from .core import paths
+from .core.errors import UsageError
+from .core.parsers import MetricRegex
+from .core.series import SeriesSet
+from .core.spec import (
+    BACKENDS,
+    FlagInfo,
+    RunSpec,
+    check_flags,
+    check_resources,
+    flag_diff,
+    parse_assignments,
+    parse_env,
+)
+from .core.store import ACTIVE, RunRecord, Store, open_store
+from .core.watch import RunWatcher
+
+RESULT_FILE = "result.json"
+# Figures a bundled runner's result.json states authoritatively; they win over what the log implies.
+RESULT_FIELDS = (
+    "step",
+    "total_steps",
+    "final_loss",
+    "avg_samples_per_s",
+    "peak_samples_per_s",
+    "avg_tokens_per_s",
+    "avg_step_time_s",
+    "mfu",
+    "compile_count",
+    "compile_seconds",
+    "compiles_after_warmup",
+    "wall_time_s",
+)
+
+
+class Console:
+    """The run store and the backends of one $TRNCONSOLE_HOME."""
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = home or paths.writable_home()
+        self.store: Store = open_store(self.home)
+        self._backends: dict[str, Backend] = {}
+
+    def close(self) -> None:
+        self.store.close()
+
+    def backend(self, name: str) -> Backend:
+        if name not in self._backends:
+            self._backends[name] = get_backend(name)
+        return self._backends[name]
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.home / "runs" / run_id
+
+    # ---- specs ----
+
+    def build_spec(
+        self,
+        runner: str,
+        sets: Sequence[str] = (),
+        envs: Sequence[str] = (),
+        *,
+        backend: str = "local",
+        nproc: int = 1,
+        nnodes: int = 1,
+        node_rank: int = 0,
+        rdzv_endpoint: str | None = None,
+        name: str | None = None,
+        python: str | None = None,
+        metrics: Sequence[str] = (),
+        extra_args: Sequence[str] = (),
+        backend_options: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> RunSpec:
+        """A checked spec: every mistake is a UsageError before anything is written or started."""
+        if backend not in BACKENDS:
+            raise UsageError(f"--backend {backend}: choose one of {', '.join(BACKENDS)}")
+        check_resources(nproc, nnodes, node_rank, rdzv_endpoint)
+        for item in metrics:
+            MetricRegex.from_spec(item)
+        bundled = runner in ("bert", "gpt2", "vit")
+        if not bundled:
+            script = Path(runner).expanduser()
+            if not script.is_file():
+                raise UsageError(
+                    f"RUNNER {runner}: no such script; "
+                    "pass bert, gpt2, vit or a path to a Python training script"
+                )
+            runner = str(script.resolve())
+        raw = parse_assignments(sets, "--set")
+        spec = RunSpec(
+            runner=runner,
+            flags=dict(raw),
+            extra_args=tuple(extra_args),
+            env=parse_env(envs),
+            backend=backend,
+            nproc=nproc,
+            nnodes=nnodes,
+            node_rank=node_rank,
+            rdzv_endpoint=rdzv_endpoint,
+            name=name,
+            python=python,
+            cwd=cwd or os.getcwd(),
+            metrics=tuple(metrics),
+            backend_options=dict(backend_options or {}),
+        )
+        if bundled:
+            # The interpreter and torchrun first: a flag table read with a broken interpreter says less.
+            self.backend(backend).check(replace(spec, flags={}))
+            flags = check_flags(raw, self.flag_table(runner, python), runner)
+            if not flags.get("synthetic") and not flags.get("data"):
+                raise UsageError(f"{runner}: no training data; add --set synthetic=true or --set data=PATH")
+            spec = replace(spec, flags=flags)
+        self.backend(backend).check(spec)
+        return spec
+
+    def flag_table(self, runner: str, python: str | None = None) -> list[FlagInfo]:
+        from .backends.local import runner_python
+        from .resources import runner_flags
+
+        return [FlagInfo.from_json(row) for row in runner_flags(runner, runner_python(python))]
+
+    # ---- lifecycle ----
+
+    def launch(self, spec: RunSpec, parent: RunRecord | None = None) -> RunRecord:
+        diff = flag_diff(parent.spec, spec) if parent else None
+        record = self.store.create(spec, self.run_dir, parent_id=parent.id if parent else None, diff=diff)
+        record.run_dir.mkdir(parents=True, exist_ok=True)
+        (record.run_dir / "spec.json").write_text(
+            json.dumps(
+                {"id": record.id, "parent": record.parent_id, "diff": diff, **spec.to_json()}, indent=1
+            )
+            + "\n"
+        )
+        try:
+            sub = self.backend(spec.backend).submit(record)
+        except Exception as exc:
+            self.store.update(record.id, status="failed", ended_at=time.time(), error=f"submit failed: {exc}")
+            raise
+        self.store.update(
+            record.id,
+            status="running",
+            started_at=sub.started_at,
+            pid=sub.pid,
+            pgid=sub.pgid,
+            handle=sub.handle,
+            only_if_active=True,
+        )
+        return self.store.get(record.id)
+
+    def refresh(self, record: RunRecord) -> RunRecord:
+        """Ask the backend how an active run stands; record an ending (with its summary) once."""
+        if record.status not in ACTIVE:
+            return record
+        status = self.backend(record.backend).status(record)
+        if status.state == "running":
+            if record.status == "starting":
+                self.store.update(record.id, status="running", only_if_active=True)
+                return self.store.get(record.id)
+            return record
+        ended = self.store.get(record.id)
+        summary = self.summary(replace(ended, status=status.state, exit_code=status.exit_code))
+        self.store.update(
+            record.id,
+            status=status.state,
+            exit_code=status.exit_code,
+            ended_at=status.ended_at or time.time(),
+            error=status.message if status.state != "completed" else None,
+            summary=summary,
+            only_if_active=True,
+        )
+        return self.store.get(record.id)
+
+    def refresh_all(self, limit: int | None = None) -> list[RunRecord]:
+        return [self.refresh(r) for r in self.store.list(limit=limit)]
+
+    def stop(self, record: RunRecord, grace_s: float = 15.0) -> RunRecord:
+        record = self.refresh(record)
+        if record.finished:
+            return record
+        self.store.update(record.id, status="stopping", only_if_active=True)
+        status = self.backend(record.backend).stop(self.store.get(record.id), grace_s=grace_s)
+        stopped = self.store.get(record.id)
+        state = status.state if status.state != "running" else "stopped"
+        summary = self.summary(replace(stopped, status=state, exit_code=status.exit_code))
+        self.store.update(
+            record.id,
+            status=state,
+            exit_code=status.exit_code,
+            ended_at=status.ended_at or time.time(),
+            summary=summary,
+            only_if_active=True,
+        )
+        return self.store.get(record.id)
+
+    def rerun(
+        self,
+        parent: RunRecord,
+        sets: Sequence[str] = (),
+        envs: Sequence[str] = (),
+        unset: Sequence[str] = (),
+        name: str | None = None,
+        nproc: int | None = None,
+    ) -> RunRecord:
+        """A new run from the parent's spec with some flags changed; the diff is kept with it."""
+        spec = parent.spec
+        base_sets = [f"{k}={_flag_text(v)}" for k, v in spec.flags.items() if k not in set(unset)]
+        env = dict(spec.env)
+        env.update(parse_env(envs))
+        child = self.build_spec(
+            spec.runner,
+            [*base_sets, *sets],
+            [f"{k}={v}" for k, v in env.items()],
+            backend=spec.backend,
+            nproc=nproc or spec.nproc,
+            nnodes=spec.nnodes,
+            node_rank=spec.node_rank,
+            rdzv_endpoint=spec.rdzv_endpoint,
+            name=name or spec.name,
+            python=spec.python,
+            metrics=spec.metrics,
+            extra_args=spec.extra_args,
+            backend_options=spec.backend_options,
+            cwd=spec.cwd,
+        )
+        return self.launch(child, parent=parent)
+
+    # ---- what a run reported ----
+
+    def watcher(self, record: RunRecord) -> RunWatcher:
+        regexes = [MetricRegex.from_spec(m) for m in record.spec.metrics]
+        return RunWatcher(record.run_dir, metrics_from_jsonl=record.spec.bundled, metric_regexes=regexes)
+
+    def quick_summary(self, record: RunRecord, window_bytes: int = 256 << 10) -> dict[str, Any]:
+        """Figures for a listing: a finished run's stored summary, else those of its recent output only."""
+        if record.finished and record.summary:
+            return record.summary
+        watcher = self.watcher(record)
+        watcher.start_near_end(window_bytes)
+        watcher.drain()
+        summary = watcher.metrics.summary()
+        speed = watcher.metrics.series.get("samples_per_s")
+        summary["last_samples_per_s"] = speed.last if speed is not None else None
+        summary["avg_samples_per_s"] = None  # a window's mean is not the run's
+        if summary.get("total_steps") is None:
+            steps = record.spec.flags.get("steps")
+            summary["total_steps"] = int(steps) if isinstance(steps, str) and steps.isdigit() else None
+        return summary
+
+    def summary(self, record: RunRecord, watcher: RunWatcher | None = None) -> dict[str, Any]:
+        """The run's figures: the runner's own result.json where it wrote one, else what its output says."""
+        if watcher is None:
+            watcher = self.watcher(record)
+            watcher.drain()
+        summary = watcher.metrics.summary()
+        loss = watcher.metrics.series.get("loss")
+        summary["step_events"] = loss.count if loss is not None else 0
+        summary["series"] = series_stats(watcher.metrics.series)
+        result = read_result(record.run_dir)
+        if result:
+            summary.update({k: result[k] for k in RESULT_FIELDS if result.get(k) is not None})
+            evals = {k[5:]: v for k, v in result.items() if k.startswith("eval_") and v is not None}
+            if evals:
+                summary["eval"] = evals
+        evals = summary.get("eval") or {}
+        metric = summary.get("eval_metric") or next(
+            (m for m in ("accuracy", "perplexity", "loss") if m in evals), None
+        )
+        summary["eval_metric"] = metric
+        summary["eval_value"] = evals.get(metric) if metric else None
+        if summary.get("wall_time_s") is None:
+            summary["wall_time_s"] = record.elapsed()
+        summary["status"] = record.status
+        summary["exit_code"] = record.exit_code
+        return summary
+
+
+def series_stats(series: SeriesSet) -> dict[str, dict[str, float | None]]:
+    """Whole-run figures of every metric series: count, last, min, max, mean."""
+    stats = {}
+    for name in series.names():
+        s = series[name]
+        stats[name] = {"count": s.count, "last": s.last, "min": s.min, "max": s.max, "mean": s.mean}
+    return stats
+
+
+def read_result(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((run_dir / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _flag_text(value: str | bool) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return value

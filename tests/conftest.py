@@ -70,3 +70,46 @@ def check_ok(proc: subprocess.CompletedProcess) -> None:
 @pytest.fixture
 def runner():
     return run_runner
+
+
+RECORDED_RUN = Path(__file__).parent / "data" / "recorded_run"
+FIXED_NOW = 1_763_800_000.0
+
+
+def make_recorded_home(home: Path, copies: int = 1) -> list[str]:
+    """A console home holding finished copies of a recorded tiny BERT run (fixed times, real files)."""
+    import shutil
+
+    from trnconsole.core.spec import RunSpec
+    from trnconsole.core.store import Store
+
+    spec = RunSpec(
+        runner="bert",
+        flags={"synthetic": True, "steps": "80", "log_every": "1", "eval_every": "40", "device": "cpu"},
+        name="recorded",
+        cwd="/",
+    )
+    ids = []
+    with Store(home / "runs.db") as store:
+        for i in range(copies):
+            record = store.create(spec, lambda run_id: home / "runs" / run_id, run_id=f"{0xA1B2C3D4 + i:08x}")
+            shutil.copytree(RECORDED_RUN, record.run_dir)
+            store.update(
+                record.id,
+                status="completed",
+                exit_code=0,
+                started_at=FIXED_NOW - 600 + i,
+                ended_at=FIXED_NOW - 564 + i,
+                pid=None,
+            )
+            ids.append(record.id)
+    return ids
+
+
+@pytest.fixture
+def recorded_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRNCONSOLE_HOME", str(home))
+    monkeypatch.setenv("TRNCONSOLE_CONFIG", str(tmp_path / "config.toml"))
+    ids = make_recorded_home(home)
+    return home, ids

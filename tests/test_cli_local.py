@@ -287,12 +287,12 @@ def test_stop_kills_a_job_that_ignores_sigterm_after_the_grace_period(tmp_path):
     assert not pids_of_run(run_id)
 
 
-def test_demo_on_a_terminal_draws_a_progress_bar(tmp_path):
+def test_follow_on_a_terminal_draws_a_progress_bar(tmp_path):
     import pty
 
     main, child = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trnconsole.cli", "demo", "--steps", "10"],
+        [sys.executable, "-m", "trnconsole.cli", "launch", "bert", *TINY, "--set", "steps=10", "--follow"],
         stdin=child,
         stdout=child,
         stderr=child,
@@ -303,7 +303,7 @@ def test_demo_on_a_terminal_draws_a_progress_bar(tmp_path):
     while True:
         try:
             chunk = os.read(main, 4096)
-        except OSError:  # the terminal closed: the demo ended
+        except OSError:  # the terminal closed: the run ended
             break
         if not chunk:
             break

@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Launch, watch, compare and rerun PyTorch/XLA training jobs on Trainium, GPUs and CPUs.",
     )
     parser.add_argument("--version", action="version", version=f"trnconsole {__version__}")
+    parser.add_argument(
+        "--theme", default=None, help="colour theme of the console (trn-dark, trn-light, ...)"
+    )
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, metavar="COMMAND")
 
     launch = sub.add_parser("launch", help="start a run (returns at once unless --follow)")
@@ -67,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--json", action="store_true")
 
-    demo = sub.add_parser("demo", help="a tiny BERT run on the CPU, followed live")
-    demo.add_argument("--steps", type=int, default=60)
+    demo = sub.add_parser("demo", help="the console on a tiny BERT run on the CPU, for a first look")
+    demo.add_argument("--steps", type=int, default=300)
+    demo.add_argument("--plain", action="store_true", help="follow in plain text instead of the console")
 
     flags = sub.add_parser("flags", help="a bundled runner's flags with their types and defaults")
     flags.add_argument("runner", choices=("bert", "gpt2", "vit"))
@@ -113,10 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("arguments after -- are only for launch")
     except SystemExit as exc:  # --help, --version and argument errors
         return exc.code if isinstance(exc.code, int) else 2
-    if args.command is None:
-        parser.print_help()
-        return 0
     try:
+        if args.command is None:
+            from .ui.app import run_app
+
+            return run_app(theme=args.theme)
         return COMMANDS[args.command](args, extra)
     except UsageError as exc:
         print(f"trnconsole: error: {exc}", file=sys.stderr)
@@ -176,7 +181,11 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         name="demo",
     )
     record = console.launch(spec)
-    return _after_launch(console, record, follow=True, as_json=False)
+    if args.plain or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return _after_launch(console, record, follow=True, as_json=False)
+    from .ui.app import run_app
+
+    return run_app(theme=args.theme, follow_run=record.id, service=console)
 
 
 def _after_launch(console: Any, record: Any, follow: bool, as_json: bool) -> int:

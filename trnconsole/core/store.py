@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -132,11 +133,13 @@ class Store:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+            # One connection shared by the console's threads, each call under self._lock.
+            self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise UsageError(
                 f"run store {path}: cannot open ({exc}); point TRNCONSOLE_HOME at a writable directory"
             ) from None
+        self._lock = threading.RLock()
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA busy_timeout = 30000")
         self._db.execute("PRAGMA journal_mode = WAL")
@@ -155,13 +158,18 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -179,7 +187,7 @@ class Store:
 
     @property
     def schema_version(self) -> int:
-        return self._db.execute("PRAGMA user_version").fetchone()[0]
+        return self._query("PRAGMA user_version")[0][0]
 
     # ---- writes ----
 
@@ -189,11 +197,13 @@ class Store:
         run_dir_for: Any,
         parent_id: str | None = None,
         diff: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> RunRecord:
-        """Insert a new run in status "starting" with a fresh id; run_dir_for(id) names its directory."""
+        """Insert a new run in status "starting" with a fresh id (or the given one); run_dir_for(id) names
+        its directory."""
         now = time.time()
         for _ in range(20):
-            run_id = secrets.token_hex(4)
+            wanted, run_id = run_id, run_id or secrets.token_hex(4)
             try:
                 with self._write() as db:
                     db.execute(
@@ -212,6 +222,9 @@ class Store:
                         ),
                     )
             except sqlite3.IntegrityError:
+                if wanted:
+                    raise UsageError(f"run {wanted}: that id is taken") from None
+                run_id = None
                 continue  # the random id was taken: draw another
             return self.get(run_id)
         raise RuntimeError("could not draw a free run id")
@@ -239,7 +252,8 @@ class Store:
     # ---- reads ----
 
     def get(self, run_id: str) -> RunRecord:
-        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        row = rows[0] if rows else None
         if row is None:
             raise UsageError(f"run {run_id}: no such run; `trnconsole runs` lists them")
         return _record(row)
@@ -250,9 +264,9 @@ class Store:
         if not prefix:
             raise UsageError("RUN: empty run id; `trnconsole runs` lists them")
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = self._db.execute(
+        rows = self._query(
             "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at LIMIT 6", (pattern,)
-        ).fetchall()
+        )
         if not rows:
             raise UsageError(f"run {prefix}: no run id starts with that; `trnconsole runs` lists them")
         exact = [row for row in rows if row["id"] == prefix]
@@ -272,10 +286,10 @@ class Store:
         if limit:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_record(row) for row in self._db.execute(sql, params)]
+        return [_record(row) for row in self._query(sql, params)]
 
     def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        return self._query("SELECT COUNT(*) FROM runs")[0][0]
 
 
 def _record(row: sqlite3.Row) -> RunRecord:

@@ -1,0 +1,287 @@
+"""The Textual console driven like a person would, with Pilot: each screen and key on real run records."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FIXED_NOW, make_recorded_home
+from textual.widgets import Input, Log, Static
+
+from trnconsole.monitors.host import HostSample
+from trnconsole.service import Console
+from trnconsole.ui.app import TrnConsoleApp
+from trnconsole.ui.screens.compare import CompareScreen
+from trnconsole.ui.screens.dashboard import Dashboard
+from trnconsole.ui.screens.dialogs import ConfirmScreen, HelpScreen
+from trnconsole.ui.screens.launch import LaunchScreen
+from trnconsole.ui.screens.logs import LogsScreen
+
+
+class FixedHost:
+    def sample(self) -> HostSample:
+        return HostSample(t=FIXED_NOW, cpu_percent=(12.0, 34.0), memory_used=4 << 30, memory_total=16 << 30)
+
+
+def make_app(home: Path, **kwargs) -> TrnConsoleApp:
+    return TrnConsoleApp(service=Console(home), clock=lambda: FIXED_NOW, host_sampler=FixedHost(), **kwargs)
+
+
+async def settle(pilot, app: TrnConsoleApp, seconds: float = 0.3) -> None:
+    await pilot.pause(seconds)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    app.redraw()
+    await pilot.pause()
+
+
+def text_of(app: TrnConsoleApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+async def wait_until(pilot, app, predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await settle(pilot, app, 0.5)
+
+
+def test_dashboard_shows_the_run_its_numbers_charts_and_log(recorded_home):
+    home, (run_id,) = recorded_home
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot, app)
+            assert isinstance(app.screen, Dashboard)
+            table = app.screen.table
+            assert table.row_count == 1 and table.selected_id == run_id
+            numbers = text_of(app, "#numbers")
+            assert "step 80/80 (100%)" in numbers and "eval accuracy 1.00" in numbers
+            assert "[completed]" in numbers
+            assert "host CPU" in text_of(app, "#host")
+            log = app.screen.query_one("#log", Log)
+            assert any("eval_accuracy" in line for line in log.lines)
+            chart = str(app.screen.query_one("#chart-loss").render())
+            assert "loss" in chart and any("\u2800" < ch <= "\u28ff" for ch in chart)
+
+    asyncio.run(scenario())
+
+
+def test_log_filter_keeps_matching_lines_and_escape_clears_it(recorded_home):
+    home, _ = recorded_home
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("slash")
+            await pilot.press(*"eval_")
+            await pilot.press("enter")
+            await settle(pilot, app)
+            lines = app.screen.query_one("#log", Log).lines
+            assert lines and all("eval_" in line for line in lines)
+            await pilot.press("slash", "escape")
+            await settle(pilot, app)
+            assert len(app.screen.query_one("#log", Log).lines) > 50
+
+    asyncio.run(scenario())
+
+
+def test_help_opens_with_question_mark_and_closes_with_escape(recorded_home):
+    home, _ = recorded_home
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert isinstance(app.screen, Dashboard)
+
+    asyncio.run(scenario())
+
+
+def test_compare_marked_runs_with_ratios_baseline_and_sort(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRNCONSOLE_HOME", str(home))
+    first, second = make_recorded_home(home, copies=2)
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(160, 30)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("space", "down", "space")
+            await settle(pilot, app)
+            assert app.live.marked == {first, second}
+            await pilot.press("c")
+            await settle(pilot, app, 0.5)
+            assert isinstance(app.screen, CompareScreen)
+            rows = app.screen.rows
+            assert [r["id"] for r in rows] == [first, second]
+            assert rows[1]["avg_samples_per_s_ratio"] == pytest.approx(1.0)
+            await pilot.press("down", "b")
+            assert app.screen.runs[app.screen.baseline][0] == second
+            await pilot.press("right", "right", "s")
+            assert app.screen.sort_column == "steps"
+            await pilot.press("escape")
+            assert isinstance(app.screen, Dashboard)
+
+    asyncio.run(scenario())
+
+
+def test_logs_screen_searches_the_whole_log(recorded_home):
+    home, _ = recorded_home
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("l")
+            await settle(pilot, app, 0.5)
+            assert isinstance(app.screen, LogsScreen)
+            assert len(app.screen.lines) == 83
+            await pilot.press("slash", *r"\(0, 4\d\)", "enter")
+            await pilot.pause()
+            assert len(app.screen.matches) == 11  # steps 40-49 and the evaluation at step 40
+            assert "match 1 of 11" in text_of(app, "#status")
+            await pilot.press("n")
+            assert "match 2 of 11" in text_of(app, "#status")
+            await pilot.press("escape")
+            assert isinstance(app.screen, Dashboard)
+
+    asyncio.run(scenario())
+
+
+def test_launch_form_lists_flags_checks_values_inline_and_cancels(recorded_home):
+    home, _ = recorded_home
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("n")
+            await wait_until(pilot, app, lambda: bool(app.screen.query("#flag-batch_size")))
+            assert isinstance(app.screen, LaunchScreen)
+            box = app.screen.query_one("#flag-batch_size", Input)
+            assert box.placeholder == "default 8"
+            box.value = "-4"
+            await pilot.pause()
+            assert "batch_size must be > 0" in text_of(app, "#error")
+            box.value = "16"
+            await pilot.pause()
+            assert text_of(app, "#error") == ""
+            assert "batch_size=16" in app.screen._sets()
+            await pilot.press("escape")
+            await pilot.pause()
+            assert isinstance(app.screen, Dashboard)
+
+    asyncio.run(scenario())
+
+
+def test_rerun_form_is_prefilled_and_shows_the_diff(recorded_home):
+    home, _ = recorded_home
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("r")
+            await wait_until(pilot, app, lambda: bool(app.screen.query("#flag-steps")))
+            assert app.screen.query_one("#flag-steps", Input).value == "80"
+            app.screen.query_one("#flag-steps", Input).value = "120"
+            await pilot.pause()
+            assert "steps: 80 -> 120" in text_of(app, "#diff")
+            await pilot.press("escape")
+
+    asyncio.run(scenario())
+
+
+def test_stop_on_a_finished_run_only_says_so(recorded_home):
+    home, (run_id,) = recorded_home
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("s")
+            await pilot.pause()
+            assert isinstance(app.screen, Dashboard)
+            assert any(f"run {run_id} already completed" in str(n.message) for n in app._notifications)
+
+    asyncio.run(scenario())
+
+
+def test_light_theme_by_name_and_unknown_theme_falls_back(recorded_home):
+    home, _ = recorded_home
+
+    async def scenario(theme: str) -> tuple[str, list[str]]:
+        app = make_app(home, theme=theme)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, app)
+            return app.theme, [str(n.message) for n in app._notifications]
+
+    assert asyncio.run(scenario("trn-light"))[0] == "trn-light"
+    name, notes = asyncio.run(scenario("no-such-theme"))
+    assert name == "trn-dark" and any("no-such-theme" in n for n in notes)
+
+
+CHATTY = """
+import sys, time
+print("chatty up", flush=True)
+step = 0
+deadline = time.time() + 120
+while time.time() < deadline:
+    lines = []
+    for _ in range(1000):
+        step += 1
+        lines.append(f"LOG Sun Nov 22 07:42:44 - (0, {step}) step_loss : {1 / step:.6f} throughput : 100.0")
+    sys.stdout.write("\\n".join(lines) + "\\n")
+    sys.stdout.flush()
+    time.sleep(0.1)  # about 10,000 lines a second
+"""
+
+
+@pytest.mark.slow
+def test_launch_from_the_form_then_stop_with_confirmation_while_it_floods_the_log(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRNCONSOLE_HOME", str(home))
+    monkeypatch.setenv("TRNCONSOLE_CONFIG", str(tmp_path / "config.toml"))
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("n")
+            await wait_until(pilot, app, lambda: isinstance(app.screen, LaunchScreen))
+            app.screen.query_one("#runner").value = "script"
+            await pilot.pause()
+            app.screen.query_one("#script", Input).value = str(script)
+            app.screen.query_one("#name", Input).value = "chatty"
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, app, lambda: bool(app.live.records) and app.selected is not None)
+            run_id = app.live.records[0].id
+            await wait_until(pilot, app, lambda: (app.live.view(app.live.records[0]).step or 0) > 20_000)
+            # Keys are handled while ~10,000 lines a second stream in.
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            await pilot.press("s")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("y")
+            stopped = lambda: app.live.record(run_id).status == "stopped"  # noqa: E731
+            await wait_until(pilot, app, stopped, timeout=60)
+        return run_id
+
+    run_id = asyncio.run(scenario())
+    record = Console(home).store.get(run_id)
+    assert record.status == "stopped" and record.name == "chatty"

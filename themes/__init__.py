@@ -1,0 +1,1 @@
+"""Bundled colour themes (TOML files), shipped inside the package as trnconsole/themes."""

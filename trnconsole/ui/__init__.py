@@ -1,0 +1,1 @@
+"""The Textual console: the app, its screens and widgets. No business logic lives here."""

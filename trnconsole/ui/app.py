@@ -1,0 +1,307 @@
+"""The Textual console: one app, the dashboard as its main screen, reader threads feeding a fixed-rate redraw.
+
+Work stays off the event loop: statuses are refreshed and run files read in worker threads into `LiveRuns`;
+a timer redraws from it a few times a second, never per event, so a chatty run cannot delay a key press.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from ..core.errors import UsageError
+from ..live import LiveRuns
+from .screens.dashboard import Dashboard
+from .themes import DEFAULT_THEME, VARIABLE_DEFAULTS, discover_themes
+
+DEFAULT_REFRESH_HZ = 4.0
+STATUS_EVERY_S = 2.0
+
+
+class TrnConsoleApp(App):
+    TITLE = "trnconsole"
+    BINDINGS = [
+        Binding("n", "launch", "Launch", id="launch"),
+        Binding("r", "rerun", "Rerun", id="rerun"),
+        Binding("c", "compare", "Compare", id="compare"),
+        Binding("l", "logs", "Logs", id="logs"),
+        Binding("s", "stop", "Stop", id="stop"),
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(
+        self,
+        service: Any = None,
+        theme: str | None = None,
+        refresh_hz: float | None = None,
+        clock: Callable[[], float] = time.time,
+        host_sampler: Any = None,
+        keymap: dict[str, str] | None = None,
+        follow_run: str | None = None,
+    ) -> None:
+        super().__init__()
+        if service is None:
+            from ..service import Console
+
+            service = Console()
+        self.service = service  # not `console`: App.console is Textual's own
+        self.live = LiveRuns(service, clock=clock)
+        self.clock = clock
+        self.refresh_hz = refresh_hz or DEFAULT_REFRESH_HZ
+        self.host_sampler = host_sampler
+        self.host_sample: Any = None
+        self.follow_run = follow_run
+        self.selected: str | None = None
+        self._new_lines: deque[list[str]] = deque()
+        self._theme_name = theme or DEFAULT_THEME
+        self._keymap = keymap or {}
+
+    # ---- set-up ----
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return {**super().get_theme_variable_defaults(), **VARIABLE_DEFAULTS}
+
+    def on_mount(self) -> None:
+        for theme in discover_themes():
+            self.register_theme(theme)
+        if self._theme_name not in self.available_themes:
+            known = ", ".join(sorted(self.available_themes))
+            self.notify(
+                f"theme {self._theme_name!r} not found; using {DEFAULT_THEME}. Known: {known}",
+                severity="warning",
+            )
+            self._theme_name = DEFAULT_THEME
+        self.theme = self._theme_name
+        if self._keymap:
+            self.set_keymap(self._keymap)
+        self.push_screen(Dashboard())
+        self._refresh_records()
+        self.set_interval(STATUS_EVERY_S, self._refresh_records)
+        self.set_interval(1.0 / self.refresh_hz, self._tick)
+        if self.host_sampler is None:
+            from ..monitors.host import HostSampler
+
+            self.host_sampler = HostSampler()
+        self._sample_host()
+        self.set_interval(1.0, self._sample_host)
+
+    @property
+    def dashboard(self) -> Dashboard | None:
+        for screen in self.screen_stack:
+            if isinstance(screen, Dashboard):
+                return screen
+        return None
+
+    # ---- background work ----
+
+    @work(thread=True, exclusive=True, group="status")
+    def _refresh_records(self) -> None:
+        self.live.refresh_records()
+        self.call_from_thread(self._after_refresh)
+
+    def _after_refresh(self) -> None:
+        for record in self.live.take_ended():
+            severity = "information" if record.status == "completed" else "error"
+            detail = f" (exit {record.exit_code})" if record.exit_code is not None else ""
+            self.notify(
+                f"run {record.id} {record.status}{detail}",
+                title=record.name or record.runner,
+                severity=severity,
+                timeout=8,
+            )
+        if self.follow_run and self.dashboard is not None and self.dashboard.ready:
+            table = self.dashboard.table
+            if self.follow_run in table._order:
+                table.move_cursor(row=table._order.index(self.follow_run))
+                self.follow_run = None
+        self.redraw()
+
+    @work(thread=True, exclusive=True, group="poll")
+    def _poll(self, run_ids: list[str]) -> None:
+        lines = self.live.poll(run_ids)
+        if lines and run_ids and run_ids[0] == self.selected:
+            self._new_lines.append(lines)
+
+    def _sample_host(self) -> None:
+        self.host_sample = self.host_sampler.sample()
+
+    # ---- drawing ----
+
+    def _tick(self) -> None:
+        self._poll([self.selected] if self.selected else [])
+        self.redraw()
+
+    def redraw(self) -> None:
+        dashboard = self.dashboard
+        if dashboard is None or self.screen is not dashboard or not dashboard.ready:
+            return  # hidden screens are not redrawn
+        lines: list[str] = []
+        while self._new_lines:
+            lines.extend(self._new_lines.popleft())
+        views = [self.live.view(r) for r in self.live.records]
+        dashboard.draw(views, self.live.marked, self.clock(), self.host_sample, lines)
+
+    def select_run(self, run_id: str | None) -> None:
+        self.selected = run_id
+        self._new_lines.clear()
+        self.reload_log()
+        if run_id:
+            self._poll([run_id])
+
+    def reload_log(self) -> None:
+        dashboard = self.dashboard
+        if dashboard is not None:
+            dashboard.reset_log(self.live.log_tail(self.selected) if self.selected else [])
+
+    def _selected_record(self) -> Any:
+        record = self.live.record(self.selected) if self.selected else None
+        if record is None:
+            self.notify("no run selected", severity="warning")
+        return record
+
+    # ---- actions ----
+
+    def action_launch(self) -> None:
+        from .screens.launch import LaunchScreen
+
+        self.push_screen(LaunchScreen(self.service, self._backends()), self._launch_requested)
+
+    def action_rerun(self) -> None:
+        from .screens.launch import LaunchScreen
+
+        record = self._selected_record()
+        if record is not None:
+            self.push_screen(
+                LaunchScreen(self.service, self._backends(), parent=record), self._launch_requested
+            )
+
+    def _backends(self) -> list[str]:
+        from ..backends import REGISTRY
+
+        return list(REGISTRY)
+
+    def _launch_requested(self, request: Any) -> None:
+        if request is not None:
+            self._launch(request)
+
+    @work(thread=True, group="launch")
+    def _launch(self, request: Any) -> None:
+        try:
+            spec = self.service.build_spec(
+                request.runner,
+                request.sets,
+                request.envs,
+                backend=request.backend,
+                nproc=request.nproc,
+                name=request.name,
+                extra_args=request.extra_args,
+            )
+            parent = self.service.store.get(request.parent_id) if request.parent_id else None
+            record = self.service.launch(spec, parent=parent)
+        except UsageError as exc:
+            self.call_from_thread(self.notify, str(exc), title="not launched", severity="error", timeout=10)
+            return
+        self.follow_run = record.id
+        self.call_from_thread(self.notify, f"launched {record.id} ({record.runner} on {record.backend})")
+        self.live.refresh_records()
+        self.call_from_thread(self._after_refresh)
+
+    def action_compare(self) -> None:
+        ids = [r.id for r in self.live.records if r.id in self.live.marked]
+        if not ids and self.selected:
+            ids = [self.selected]
+        if not ids:
+            self.notify("mark runs with space to compare them", severity="warning")
+            return
+        self._open_compare(ids)
+
+    @work(thread=True, exclusive=True, group="compare")
+    def _open_compare(self, ids: list[str]) -> None:
+        from .screens.compare import CompareScreen
+
+        runs = []
+        for run_id in reversed(ids):  # oldest first: the first run is the baseline
+            record = self.service.store.get(run_id)
+            runs.append((record.id, record.name, self.service.summary(record)))
+        self.call_from_thread(self.push_screen, CompareScreen(runs))
+
+    def action_logs(self) -> None:
+        from .screens.logs import LogsScreen
+
+        record = self._selected_record()
+        if record is not None:
+            self.push_screen(LogsScreen(record.id, self.service.backend(record.backend), record))
+
+    def action_stop(self) -> None:
+        from .screens.dialogs import ConfirmScreen
+
+        record = self._selected_record()
+        if record is None:
+            return
+        if record.finished:
+            self.notify(f"run {record.id} already {record.status}")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.notify(f"stopping {record.id}…")
+                self._stop(record.id)
+
+        self.push_screen(
+            ConfirmScreen(
+                f"Stop run {record.id} ({record.name or record.runner})?\n"
+                "SIGTERM to its process group, SIGKILL after 15 s."
+            ),
+            answered,
+        )
+
+    @work(thread=True, group="stop")
+    def _stop(self, run_id: str) -> None:
+        record = self.service.stop(self.service.store.get(run_id))
+        self.call_from_thread(self.notify, f"run {record.id} {record.status}")
+        self.live.refresh_records()
+        self.call_from_thread(self._after_refresh)
+
+    def action_help(self) -> None:
+        from .screens.dialogs import HelpScreen
+
+        rows = [(b.key, b.description) for b in self.BINDINGS if isinstance(b, Binding)]
+        rows += [(b.key, b.description) for b in Dashboard.BINDINGS if isinstance(b, Binding)]
+        rows += [
+            ("up/down", "select a run"),
+            ("l, then /", "search the full log; n / N next / previous match"),
+            ("c, then b / s", "compare: set the baseline / sort by the column under the cursor"),
+            ("ctrl+p", "command palette (themes, quit, ...)"),
+        ]
+        self.push_screen(HelpScreen(rows))
+
+
+def run_app(theme: str | None = None, follow_run: str | None = None, service: Any = None) -> int:
+    """Open the console; returns its exit code. Quitting never stops a job."""
+    from ..core.paths import load_config
+
+    config = load_config()
+    app = TrnConsoleApp(
+        service=service,
+        theme=theme or config.get("theme"),
+        refresh_hz=_positive(config.get("refresh_hz")),
+        keymap=config.get("keys") if isinstance(config.get("keys"), dict) else None,
+        follow_run=follow_run,
+    )
+    app.run()
+    return app.return_code or 0
+
+
+def _positive(value: Any) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or value <= 0:
+        raise UsageError(f"config refresh_hz = {value!r}: must be a positive number (redraws per second)")
+    return float(value)

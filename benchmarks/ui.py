@@ -32,22 +32,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 from rich.console import Console
-from rich.style import Style
-from rich.text import Text
+from textual.color import Color
+from textual.content import Content
 from textual.renderables.sparkline import Sparkline
+from textual.style import Style
 
 from trnconsole.core.series import Series
 from trnconsole.ui.braille import column_extents, data_range, render_braille
-from trnconsole.ui.widgets.chart import ChartLines, chart_text, compact, layout_chart
+from trnconsole.ui.widgets.chart import ChartLines, chart_content, compact, layout_chart
 
 REPO = Path(__file__).resolve().parents[1]
 WIDTH, HEIGHT = 120, 32
 SIZES = (10_000, 100_000, 1_000_000)
 STYLES = {
     "title": Style(bold=True),
-    "line": Style(color="#ffa62b"),
-    "axis": Style(color="grey50"),
-    "empty": Style(color="grey50"),
+    "line": Style(foreground=Color.parse("#ffa62b")),
+    "axis": Style(foreground=Color.parse("#a0a0a0")),
+    "empty": Style(foreground=Color.parse("#a0a0a0")),
 }
 GOAL_STARTUP_RATIO = 1.5
 STARTUP_TIMEOUT_S = 20.0
@@ -74,7 +75,7 @@ except ModuleNotFoundError as error:
 else:
     print(json.dumps({{"heavy": sorted(m for m in {HEAVY!r} if m in sys.modules)}}))
 """
-ALT_SCREEN = b"\x1b[?1049h"
+ALT_SCREEN, ALT_SCREEN_EXIT = b"\x1b[?1049h", b"\x1b[?1049l"
 ESCAPES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]"
 )
@@ -92,12 +93,12 @@ def loss_curve(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return xs, ys
 
 
-def redraw(series: Series) -> Text:
-    """The widget's path: downsample, column_extents, render_braille, then the Rich Text."""
-    return chart_text(layout_chart(series, "loss", WIDTH, HEIGHT), **STYLES)
+def redraw(series: Series) -> Content:
+    """The widget's path: downsample, column_extents, render_braille, then the Textual Content."""
+    return chart_content(layout_chart(series, "loss", WIDTH, HEIGHT), **STYLES)
 
 
-def redraw_raw(xs: np.ndarray, ys: np.ndarray) -> Text:
+def redraw_raw(xs: np.ndarray, ys: np.ndarray) -> Content:
     """The same chart from every raw point: per-column min/max in numpy, no bounded series."""
     finite = ys[np.isfinite(ys)]
     lo, hi = data_range([finite.min()], [finite.max()])
@@ -109,7 +110,7 @@ def redraw_raw(xs: np.ndarray, ys: np.ndarray) -> Text:
     labels = [" " * label_width + "│"] * plot_height
     labels[0], labels[-1] = top.rjust(label_width) + "┤", bottom.rjust(label_width) + "┤"
     stats = f"  {compact(ys[-1])}  min {compact(finite.min())}  max {compact(finite.max())}"
-    return chart_text(ChartLines("loss", stats, tuple(labels), tuple(plot)), **STYLES)
+    return chart_content(ChartLines("loss", stats, tuple(labels), tuple(plot)), **STYLES)
 
 
 def to_segments(console: Console, renderable: object) -> int:
@@ -157,12 +158,23 @@ def chart_benchmark(repeats: int) -> None:
         )
     print(
         f"\n  chart: Series (capacity {Series().capacity}) -> downsample -> column_extents -> render_braille "
-        "-> Rich Text\n  raw points: the same drawing from every point (numpy per-column min/max)\n"
+        "-> Textual Content\n  raw points: the same drawing from every point (numpy per-column min/max)\n"
         "  Sparkline: textual.renderables.sparkline.Sparkline over the raw list, to Rich segments\n"
     )
 
 
 # ---- time to first frame ----
+
+
+def on_screen(output: bytes) -> str:
+    """The text drawn on the alternate screen so far, escapes removed: a usage message printed before it
+    is entered, or a traceback printed after it is left, is no frame."""
+    at = output.find(ALT_SCREEN)
+    if at < 0:
+        return ""
+    drawn = output[at:]
+    left = drawn.find(ALT_SCREEN_EXIT)
+    return ESCAPES.sub("", (drawn if left < 0 else drawn[:left]).decode("utf-8", "ignore"))
 
 
 def first_frame(command: list[str], env: dict[str, str], marker: str) -> tuple[float | None, str]:
@@ -191,9 +203,7 @@ def first_frame(command: list[str], env: dict[str, str], marker: str) -> tuple[f
                 code = process.wait()
                 return None, f"exited with code {code} before showing {marker!r} on the alternate screen"
             output += chunk
-            # Only a real frame counts: a usage message printed before any screen is drawn is no console.
-            at = output.find(ALT_SCREEN)
-            if at >= 0 and marker in ESCAPES.sub("", output[at:].decode("utf-8", "ignore")):
+            if marker in on_screen(output):
                 return time.perf_counter() - start, ""
     finally:
         if process.poll() is None:

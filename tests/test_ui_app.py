@@ -177,6 +177,11 @@ def test_launch_form_lists_flags_checks_values_inline_and_cancels(recorded_home)
             await pilot.pause()
             assert text_of(app, "#error") == ""
             assert "batch_size=16" in app.screen._sets()
+            app.screen.query_one("#quick", Input).value = "synthetic=true steps=-1"
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, app, lambda: "checking" not in text_of(app, "#error"))
+            assert isinstance(app.screen, LaunchScreen)  # the form stays open with the CLI's message
+            assert "--set steps=-1: steps must be > 0" in text_of(app, "#error")
             await pilot.press("escape")
             await pilot.pause()
             assert isinstance(app.screen, Dashboard)

@@ -9,8 +9,21 @@ from collections.abc import Sequence
 import numpy as np
 
 BLANK = "\u2800"
-# Bit of each dot in a cell, indexed [dot row][dot column] (dots 1-3 and 7 on the left, 4-6 and 8 right).
-_DOT_BITS = np.array([[0x01, 0x08], [0x02, 0x10], [0x04, 0x20], [0x40, 0x80]], dtype=np.uint32)
+# Bits of a cell's dots, top down, in its left and right dot column (Unicode's dots 1-2-3-7 and 4-5-6-8).
+_DOT_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+
+
+def _run_bits(dot_bits: tuple[int, ...]) -> np.ndarray:
+    """Code points of one dot column lit from dot `first` to dot `last` (0-3; first 4 or last -1: none),
+    indexed by first * 5 + last + 1, with the braille block's base added on the left column's table."""
+    table = np.zeros(25, dtype=np.uint32)
+    for first in range(5):
+        for last in range(-1, 4):
+            table[first * 5 + last + 1] = sum(dot_bits[first : last + 1])
+    return table
+
+
+_RUN_BITS = (_run_bits(_DOT_BITS[0]) + 0x2800, _run_bits(_DOT_BITS[1]))
 _PAD = 0.02  # of the data's span, above and below, when the scale comes from the data
 
 
@@ -83,31 +96,38 @@ def render_braille(
         raise ValueError(f"ymin and ymax differ in length ({low.size} and {high.size})")
     if low.size > 2 * width:
         raise ValueError(f"{low.size} columns do not fit in {width} cells (at most {2 * width})")
-    rows, columns = 4 * height, 2 * width
-    canvas = np.zeros((rows, columns), dtype=bool)
+    rows = 4 * height
+    top = np.full(2 * width, rows)  # a column with top below bottom lights nothing
+    bottom = np.full(2 * width, -1)
     scale = _scale(low, high, lo, hi)
     if scale is not None and low.size:
         lo_value, hi_value = scale
-        half_span = hi_value / 2 - lo_value / 2
+        n = low.size
         valid = ~(np.isnan(low) | np.isnan(high))
-
-        def row_of(values: np.ndarray) -> np.ndarray:
-            with np.errstate(invalid="ignore", over="ignore"):
-                t = (hi_value / 2 - values / 2) / half_span if half_span > 0 else np.full(values.shape, 0.5)
-                return np.clip(np.floor(np.nan_to_num(t) * (rows - 1) + 0.5), 0, rows - 1).astype(np.int64)
-
-        row_a, row_b = row_of(high), row_of(low)
-        top, bottom = np.minimum(row_a, row_b), np.maximum(row_a, row_b)
-        joined = np.zeros_like(valid)
-        joined[1:] = valid[1:] & valid[:-1]
-        prev_top, prev_bottom = np.roll(top, 1), np.roll(bottom, 1)
+        values = np.concatenate([high, low])
+        values[np.isnan(values)] = hi_value  # gaps are dropped below; this keeps NaN out of the int cast
+        half_span = hi_value / 2 - lo_value / 2  # halves: hi - lo overflows near the float limit
+        if half_span > 0:
+            with np.errstate(over="ignore"):  # values far outside lo..hi: clipped to the edge below
+                position = (hi_value / 2 - values / 2) / half_span * (rows - 1)
+        else:
+            position = np.full(values.shape, (rows - 1) / 2)
+        dot_row = np.clip(np.floor(position + 0.5), 0, rows - 1).astype(np.int64)
+        span_top, span_bottom = np.minimum(dot_row[:n], dot_row[n:]), np.maximum(dot_row[:n], dot_row[n:])
         # Reach to the row next to the previous span: below it, or above it, whichever side this one is on.
-        top = np.where(joined, np.minimum(top, prev_bottom + 1), top)
-        bottom = np.where(joined, np.maximum(bottom, prev_top - 1), bottom)
-        dot_rows = np.arange(rows)[:, None]
-        canvas[:, : low.size] = valid & (dot_rows >= top) & (dot_rows <= bottom)
-    cells = canvas.reshape(height, 4, width, 2).transpose(0, 2, 1, 3)
-    codes = 0x2800 + (cells * _DOT_BITS).sum(axis=(2, 3), dtype=np.uint32)
+        joined = valid[1:] & valid[:-1]
+        reach_up = np.minimum(span_top[1:], span_bottom[:-1] + 1)
+        reach_down = np.maximum(span_bottom[1:], span_top[:-1] - 1)
+        span_top[1:] = np.where(joined, reach_up, span_top[1:])
+        span_bottom[1:] = np.where(joined, reach_down, span_bottom[1:])
+        top[:n] = np.where(valid, span_top, rows)
+        bottom[:n] = span_bottom
+    # Per cell row, each pixel column's lit dots are a run from dot `first` to dot `last` of the cell's 4.
+    cell_top = 4 * np.arange(height)[:, None]
+    first = np.clip(top - cell_top, 0, 4)
+    last = np.clip(bottom - cell_top, -1, 3)
+    run = first * 5 + last + 1
+    codes = _RUN_BITS[0][run[:, 0::2]] | _RUN_BITS[1][run[:, 1::2]]
     text = codes.astype("<u4").tobytes().decode("utf-32-le")
     return [text[i : i + width] for i in range(0, height * width, width)]
 
@@ -135,16 +155,16 @@ def column_extents(
     if columns == 0 or x.size == 0:
         return out_low, out_high
     x0, x1 = float(x.min()), float(x.max())
-    if x1 > x0:
-        with np.errstate(over="ignore", invalid="ignore"):
-            position = (x / 2 - x0 / 2) / (x1 / 2 - x0 / 2) * columns
-        cols = np.clip(np.nan_to_num(position).astype(np.int64), 0, columns - 1)
+    half_span = x1 / 2 - x0 / 2
+    if half_span > 0:
+        cols = np.minimum(((x / 2 - x0 / 2) / half_span * columns).astype(np.int64), columns - 1)
     else:
         cols = np.zeros(x.size, dtype=np.int64)
     if cols.size > 1 and (cols[1:] < cols[:-1]).any():
         order = np.argsort(cols, kind="stable")
         cols, low, high = cols[order], low[order], high[order]
-    starts = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
+    starts = np.flatnonzero(cols[1:] != cols[:-1]) + 1
+    starts = np.concatenate([[0], starts])
     occupied = cols[starts]
     # fmin/fmax skip NaN, so a column is NaN only when none of its points has a finite value.
     out_low[occupied] = np.fmin.reduceat(low, starts)

@@ -99,6 +99,12 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
                 yield Input(spec.name or "" if spec else "", placeholder="name", id="name")
                 env = " ".join(f"{k}={v}" for k, v in spec.env.items()) if spec else ""
                 yield Input(env, placeholder="NEURON_RT_LOG_LEVEL=INFO ...", id="env")
+            with Horizontal(classes="row"):
+                yield Label("quick flags key=value ...")
+                yield Input(
+                    placeholder="steps=200 batch_size=16 synthetic=true (wins over the rows below)",
+                    id="quick",
+                )
             yield VerticalScroll(id="flags")
             yield Static(id="diff")
             yield Static(id="error")
@@ -108,6 +114,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
 
     def on_mount(self) -> None:
         self._runner_changed(self.runner)
+        self.query_one("#quick", Input).focus()
 
     # ---- the flag rows ----
 
@@ -186,9 +193,13 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             runner = self.query_one("#script", Input).value.strip()
             if not runner:
                 raise UsageError("script: give the path of your training script")
+        quick = self.query_one("#quick", Input).value.split()
+        for item in quick:
+            if "=" not in item:
+                raise UsageError(f"quick flags {item!r}: expected key=value, e.g. steps=200")
         return LaunchRequest(
             runner=runner,
-            sets=self._sets(),
+            sets=[*self._sets(), *quick],
             envs=self.query_one("#env", Input).value.split(),
             nproc=int(nproc_text),
             backend=str(self.query_one("#backend", Select).value),
@@ -244,7 +255,26 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         except UsageError as exc:
             self._show_error(str(exc))
             return
-        self.dismiss(request)
+        self._show_error("checking…")
+        self._check(request)
+
+    @work(thread=True, exclusive=True, group="launch-check")
+    def _check(self, request: LaunchRequest) -> None:
+        """The CLI's own checks, so the form stays open with the message when something is wrong."""
+        try:
+            self.console.build_spec(
+                request.runner,
+                request.sets,
+                request.envs,
+                backend=request.backend,
+                nproc=request.nproc,
+                name=request.name,
+                extra_args=request.extra_args,
+            )
+        except UsageError as exc:
+            self.app.call_from_thread(self._show_error, str(exc))
+            return
+        self.app.call_from_thread(self.dismiss, request)
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

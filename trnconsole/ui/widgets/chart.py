@@ -8,9 +8,10 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rich.style import Style
-from rich.text import Text
+from rich.control import strip_control_codes
 from textual.app import RenderResult
+from textual.content import Content, Span
+from textual.style import Style
 from textual.widget import Widget
 
 from ...core.series import Series
@@ -58,6 +59,7 @@ def layout_chart(series: Series | None, title: str, width: int, height: int) -> 
     """The chart of `series` in a `width` x `height` cell area: one title line, then the plot rows."""
     if width <= 0 or height <= 0:
         return ChartLines("", "")
+    title = " ".join(strip_control_codes(title).split())  # a metric name from a log: one clean line
     if series is None or series.count == 0:
         if height == 1 or not title:  # title and message share the one line
             message = f"{title}  {EMPTY_MESSAGE}" if title else EMPTY_MESSAGE
@@ -101,8 +103,8 @@ def layout_chart(series: Series | None, title: str, width: int, height: int) -> 
     return ChartLines(name, stats, labels, tuple(plot))
 
 
-def chart_text(lines: ChartLines, title: Style, line: Style, axis: Style, empty: Style) -> Text:
-    """The chart as one Rich `Text`, one line per row."""
+def chart_content(lines: ChartLines, title: Style, line: Style, axis: Style, empty: Style) -> Content:
+    """The chart as Textual `Content`, one line per row."""
     rows: list[tuple[tuple[str, Style], ...]] = []
     if lines.name or lines.stats:
         rows.append(((lines.name, title), (lines.stats, axis)))
@@ -110,13 +112,20 @@ def chart_text(lines: ChartLines, title: Style, line: Style, axis: Style, empty:
         rows.append(((lines.message, empty),))
     for index, plot_row in enumerate(lines.plot):
         rows.append(((lines.labels[index] if lines.labels else "", axis), (plot_row, line)))
-    text = Text(no_wrap=True, overflow="crop", end="")
-    for index, parts in enumerate(rows):
-        if index:
-            text.append("\n")
-        for part, style in parts:
-            text.append(part, style)
-    return text
+    parts: list[str] = []
+    spans: list[Span] = []
+    offset = 0
+    for parts_of_row in rows:
+        if parts:
+            parts.append("\n")
+            offset += 1
+        for part, style in parts_of_row:
+            if part:
+                parts.append(part)
+                spans.append(Span(offset, offset + len(part), style))
+                offset += len(part)
+    # The title was cleaned in layout_chart; scanning the braille for control codes would double the cost.
+    return Content("".join(parts), spans, strip_control_codes=False)
 
 
 class Chart(Widget):
@@ -190,8 +199,8 @@ class Chart(Widget):
         return self._lines
 
     def render(self) -> RenderResult:
-        style = self.get_component_rich_style
-        return chart_text(
+        style = self.get_visual_style
+        return chart_content(
             self.chart_lines(),
             title=style("chart--title"),
             line=style("chart--line"),

@@ -1,0 +1,39 @@
+"""SVG snapshots of the dashboard on a recorded run, at the smallest and a large terminal size.
+
+Regenerate after an intended change (or a Textual bump) with `pytest tests/test_ui_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_ui_app import make_app
+
+
+async def _settled(pilot) -> None:
+    app = pilot.app
+    await pilot.pause(0.3)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    app.redraw()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_dashboard_snapshot(recorded_home, snap_compare, size):
+    home, _ = recorded_home
+    assert snap_compare(make_app(home), terminal_size=size, run_before=_settled)
+
+
+def test_compare_snapshot(tmp_path, monkeypatch, snap_compare):
+    from conftest import make_recorded_home
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRNCONSOLE_HOME", str(home))
+    make_recorded_home(home, copies=2)
+
+    async def compare(pilot) -> None:
+        await _settled(pilot)
+        await pilot.press("space", "down", "space", "c")
+        await _settled(pilot)
+
+    assert snap_compare(make_app(home), terminal_size=(160, 24), run_before=compare)

@@ -66,10 +66,11 @@ class Hello(App):
 Hello().run()
 """
 CONSOLE_MARKER = "trnconsole"
+CONSOLE_MODULE = "trnconsole.ui.app"
 IMPORTS_PROBE = f"""
 import json, sys
 try:
-    import trnconsole.ui.app
+    import {CONSOLE_MODULE}
 except ModuleNotFoundError as error:
     print(json.dumps({{"missing": error.name, "error": str(error)}}))
 else:
@@ -147,7 +148,7 @@ def chart_benchmark(repeats: int) -> None:
         chart = timed(lambda s=series: redraw(s), repeats)
         chart_seg = timed(lambda s=series: to_segments(console, redraw(s)), repeats)
         raw = timed(lambda x=xs, y=ys: redraw_raw(x, y), repeats)
-        # What Sparkline's widget render() returns for a 120x32 area, rendered as the compositor would.
+        # What the Sparkline widget's render() returns for a 120x32 area; it rescans every point per row.
         spark = timed(
             lambda d=raw_list: to_segments(console, Sparkline(d, width=WIDTH, height=HEIGHT)),
             max(1, repeats if n < 1_000_000 else min(repeats, 3)),
@@ -159,7 +160,8 @@ def chart_benchmark(repeats: int) -> None:
     print(
         f"\n  chart: Series (capacity {Series().capacity}) -> downsample -> column_extents -> render_braille "
         "-> Textual Content\n  raw points: the same drawing from every point (numpy per-column min/max)\n"
-        "  Sparkline: textual.renderables.sparkline.Sparkline over the raw list, to Rich segments\n"
+        "  Sparkline: textual.renderables.sparkline.Sparkline over the raw list, to Rich segments "
+        "(at most 3 repeats at 1M)\n"
     )
 
 
@@ -217,14 +219,14 @@ def console_imports(env: dict[str, str]) -> str:
         [sys.executable, "-c", IMPORTS_PROBE], env=env, cwd=REPO, capture_output=True, text=True, timeout=120
     )
     if done.returncode != 0:
-        return f"importing trnconsole.ui.app failed: {done.stderr.strip().splitlines()[-1:]}"
+        return f"importing {CONSOLE_MODULE} failed: {done.stderr.strip().splitlines()[-1:]}"
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if "missing" in result:
-        if result["missing"] == "trnconsole.ui.app":
-            return "trnconsole.ui.app does not exist yet"
-        return f"importing trnconsole.ui.app failed: {result['error']}"
+        if result["missing"] == CONSOLE_MODULE:
+            return f"{CONSOLE_MODULE} does not exist yet"
+        return f"importing {CONSOLE_MODULE} failed: {result['error']}"
     heavy = result["heavy"]
-    return f"heavy modules after importing trnconsole.ui.app: {', '.join(heavy) if heavy else 'none'}"
+    return f"heavy modules after importing {CONSOLE_MODULE}: {', '.join(heavy) if heavy else 'none'}"
 
 
 def startup_benchmark(repeats: int) -> None:

@@ -244,3 +244,15 @@ def test_series_set_batches_give_the_same_series_as_one_event_at_a_time(
             same(p, q) for col_a, col_b in zip(a, b, strict=True) for p, q in zip(col_a, col_b, strict=True)
         )
         assert one_by_one[name].count == batched[name].count
+
+
+def test_a_copy_is_independent_of_the_original():
+    original = Series(capacity=8)
+    for i in range(20):
+        original.add(i, float(i))
+    copy = original.copy()
+    for i in range(20, 200):
+        original.add(i, -float(i))
+    assert (copy.count, copy.last, copy.min, copy.max) == (20, 19.0, 0.0, 19.0)
+    assert copy.points() != original.points()
+    assert original.count == 200 and original.min == -199.0

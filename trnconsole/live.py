@@ -18,6 +18,8 @@ from .core.store import RunRecord
 from .core.watch import RunWatcher
 
 KEEP_FINISHED_WATCHERS = 8  # finished runs looked at recently keep their parsed series
+CHART_SERIES = ("loss", "samples_per_s", "step_time_s", "eval_loss")
+LAST_VALUES = ("loss", "samples_per_s", "tokens_per_s", "mfu")
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,9 @@ class LiveRuns:
             watcher = self._watchers.get(run_id)
             return list(watcher.log_tail) if watcher else []
 
-    def view(self, record: RunRecord) -> RunView:
-        """A snapshot for drawing; finished runs nobody polled fall back to their stored summary."""
+    def view(self, record: RunRecord, with_series: bool = False) -> RunView:
+        """A snapshot for drawing (with copies of the chart series when asked: the reader thread keeps
+        adding to the originals); finished runs nobody polled fall back to their stored summary."""
         with self._lock:
             watcher = self._watchers.get(record.id)
             if watcher is None:
@@ -125,7 +128,12 @@ class LiveRuns:
                     eval_value=s.get("eval_value"),
                 )
             m = watcher.metrics
-            series = {name: m.series[name] for name in m.series.names()}
+            last = {name: m.series[name].last for name in LAST_VALUES if name in m.series}
+            series = (
+                {name: m.series[name].copy() for name in CHART_SERIES if name in m.series}
+                if with_series
+                else {}
+            )
             evals = m.last_eval
             metric = m.started_info.get("eval_metric") or next(
                 (k for k in ("accuracy", "perplexity", "loss") if k in evals), None
@@ -138,10 +146,10 @@ class LiveRuns:
                 record=record,
                 step=m.last_step,
                 total_steps=total,
-                loss=_last(series.get("loss")),
-                samples_per_s=_last(series.get("samples_per_s")),
-                tokens_per_s=_last(series.get("tokens_per_s")),
-                mfu=_last(series.get("mfu")),
+                loss=last.get("loss"),
+                samples_per_s=last.get("samples_per_s"),
+                tokens_per_s=last.get("tokens_per_s"),
+                mfu=last.get("mfu"),
                 eta_s=m.eta_seconds() if not record.finished else None,
                 compile_count=m.compile_count,
                 compiles_after_warmup=m.compiles_after_warmup,
@@ -151,7 +159,3 @@ class LiveRuns:
                 series=series,
                 log_lines_seen=watcher.log_lines_seen,
             )
-
-
-def _last(series: Series | None) -> float | None:
-    return series.last if series is not None else None

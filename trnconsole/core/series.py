@@ -262,6 +262,15 @@ class Series:
             return self.max
         return None if self._rest_max == -_INF else self._rest_max
 
+    def copy(self) -> Series:
+        """An independent copy (its lists copied, O(capacity)), for drawing in one thread while another
+        thread goes on adding to the original."""
+        self._flush()
+        clone = object.__new__(Series)
+        for name, value in vars(self).items():
+            setattr(clone, name, value.copy() if isinstance(value, list) else value)
+        return clone
+
     def recent(self, n: int = _RECENT) -> list[float]:
         """The last `n` values added (at most 64), raw."""
         self._flush()

@@ -145,7 +145,7 @@ class TrnConsoleApp(App):
         lines: list[str] = []
         while self._new_lines:
             lines.extend(self._new_lines.popleft())
-        views = [self.live.view(r) for r in self.live.records]
+        views = [self.live.view(r, with_series=r.id == self.selected) for r in self.live.records]
         dashboard.draw(views, self.live.marked, self.clock(), self.host_sample, lines)
 
     def select_run(self, run_id: str | None) -> None:

@@ -49,7 +49,7 @@ def test_a_flat_series_is_drawn_at_mid_height() -> None:
 
 
 def test_consecutive_columns_are_joined_into_a_line() -> None:
-    # Column 1 sits at the top; it reaches down to the row above column 0's dot.
+    # Column 1 reaches towards column 0's dot: down to the row above it, or up to the row below it.
     assert render_braille([0, 1], [0, 1], 1, 1, lo=0, hi=1) == ["⡸"]
     assert render_braille([1, 0], [1, 0], 1, 1, lo=0, hi=1) == ["⢱"]
 

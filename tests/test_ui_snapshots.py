@@ -1,6 +1,6 @@
 """SVG snapshots of the dashboard on a recorded run, at the smallest and a large terminal size.
 
-Regenerate after an intended change (or a Textual bump) with `pytest tests/test_ui_snapshots.py --snapshot-update`.
+Regenerate after an intended change or a Textual bump: `pytest tests/test_ui_snapshots.py --snapshot-update`.
 """
 
 from __future__ import annotations

@@ -6,19 +6,22 @@ a timer redraws from it a few times a second, never per event, so a chatty run c
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
 
 from ..core.errors import UsageError
-from ..live import LiveRuns
 from .screens.dashboard import Dashboard
 from .themes import DEFAULT_THEME, VARIABLE_DEFAULTS, discover_themes
+
+if TYPE_CHECKING:
+    from ..live import LiveRuns
 
 DEFAULT_REFRESH_HZ = 4.0
 STATUS_EVERY_S = 2.0
@@ -47,12 +50,11 @@ class TrnConsoleApp(App):
         follow_run: str | None = None,
     ) -> None:
         super().__init__()
-        if service is None:
-            from ..service import Console
-
-            service = Console()
-        self.service = service  # not `console`: App.console is Textual's own
-        self.live = LiveRuns(service, clock=clock)
+        self._service = service
+        self._live: LiveRuns | None = None
+        self._live_lock = threading.Lock()
+        self._polling = threading.Lock()  # held while a file read runs
+        self._refreshing = threading.Lock()  # held while a status refresh runs
         self.clock = clock
         self.refresh_hz = refresh_hz or DEFAULT_REFRESH_HZ
         self.host_sampler = host_sampler
@@ -64,6 +66,29 @@ class TrnConsoleApp(App):
         self._keymap = keymap or {}
 
     # ---- set-up ----
+
+    @property
+    def service(self) -> Any:
+        """The run store and backends (not `console`: App.console is Textual's own)."""
+        return self.live.console
+
+    @property
+    def live(self) -> LiveRuns:
+        """Created on first use, normally in the first status refresh's thread, after the first frame."""
+        with self._live_lock:
+            if self._live is None:
+                from ..live import LiveRuns
+
+                service = self._service
+                if service is None:
+                    from ..service import Console
+
+                    service = Console()
+                self._live = LiveRuns(service, clock=self.clock)
+            return self._live
+
+    def get_default_screen(self) -> Dashboard:
+        return Dashboard()
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return {**super().get_theme_variable_defaults(), **VARIABLE_DEFAULTS}
@@ -81,15 +106,10 @@ class TrnConsoleApp(App):
         self.theme = self._theme_name
         if self._keymap:
             self.set_keymap(self._keymap)
-        self.push_screen(Dashboard())
-        self._refresh_records()
+        self.call_after_refresh(self._refresh_records)  # the run store is opened after the first frame
         self.set_interval(STATUS_EVERY_S, self._refresh_records)
         self.set_interval(1.0 / self.refresh_hz, self._tick)
-        if self.host_sampler is None:
-            from ..monitors.host import HostSampler
-
-            self.host_sampler = HostSampler()
-        self._sample_host()
+        self.call_after_refresh(self._sample_host)  # psutil after the first frame
         self.set_interval(1.0, self._sample_host)
 
     @property
@@ -101,9 +121,17 @@ class TrnConsoleApp(App):
 
     # ---- background work ----
 
-    @work(thread=True, exclusive=True, group="status")
     def _refresh_records(self) -> None:
-        self.live.refresh_records()
+        """Ask the backends for statuses in a thread; skipped while the previous refresh still runs."""
+        if self._refreshing.acquire(blocking=False):
+            self._refresh_in_thread()
+
+    @work(thread=True, group="status")
+    def _refresh_in_thread(self) -> None:
+        try:
+            self.live.refresh_records()
+        finally:
+            self._refreshing.release()
         self.call_from_thread(self._after_refresh)
 
     def _after_refresh(self) -> None:
@@ -123,13 +151,25 @@ class TrnConsoleApp(App):
                 self.follow_run = None
         self.redraw()
 
-    @work(thread=True, exclusive=True, group="poll")
     def _poll(self, run_ids: list[str]) -> None:
-        lines = self.live.poll(run_ids)
-        if lines and run_ids and run_ids[0] == self.selected:
-            self._new_lines.append(lines)
+        """Read the runs' files in a thread; a tick while the last read still runs (a big backlog) skips."""
+        if self._polling.acquire(blocking=False):
+            self._poll_files(run_ids)
+
+    @work(thread=True, group="poll")
+    def _poll_files(self, run_ids: list[str]) -> None:
+        try:
+            lines = self.live.poll(run_ids)
+            if lines and run_ids and run_ids[0] == self.selected:
+                self._new_lines.append(lines)
+        finally:
+            self._polling.release()
 
     def _sample_host(self) -> None:
+        if self.host_sampler is None:
+            from ..monitors.host import HostSampler
+
+            self.host_sampler = HostSampler()
         self.host_sample = self.host_sampler.sample()
 
     # ---- drawing ----
@@ -140,8 +180,8 @@ class TrnConsoleApp(App):
 
     def redraw(self) -> None:
         dashboard = self.dashboard
-        if dashboard is None or self.screen is not dashboard or not dashboard.ready:
-            return  # hidden screens are not redrawn
+        if dashboard is None or self.screen is not dashboard or not dashboard.ready or self._live is None:
+            return  # hidden screens are not redrawn; nothing to draw before the first refresh
         lines: list[str] = []
         while self._new_lines:
             lines.extend(self._new_lines.popleft())

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
 from .. import textfmt as fmt
-from ..live import RunView
-from ..monitors.host import HostSample
+
+if TYPE_CHECKING:
+    from ..live import RunView
+    from ..monitors.host import HostSample
+
 
 STATUS_ICONS = {
     "starting": "…",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -10,10 +11,13 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Log, Static
 
-from ...live import RunView
 from ..format import device_text, host_text, key_numbers
 from ..widgets.chart import Chart
 from ..widgets.runs_table import RunsTable
+
+if TYPE_CHECKING:
+    from ...live import RunView
+
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 LOG_LINES = 1000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.control import strip_control_codes
 from textual.app import RenderResult
@@ -14,7 +14,9 @@ from textual.content import Content, Span
 from textual.style import Style
 from textual.widget import Widget
 
-from ...core.series import Series
+if TYPE_CHECKING:
+    from ...core.series import Series
+
 
 EMPTY_MESSAGE = "no data yet"
 _SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))

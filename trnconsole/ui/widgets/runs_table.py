@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from textual.widgets import DataTable
 
 from ... import textfmt as fmt
-from ...live import RunView
 from ..format import STATUS_ICONS, step_text
+
+if TYPE_CHECKING:
+    from ...live import RunView
+
 
 COLUMNS = ("mark", "id", "name", "status", "runner", "backend", "elapsed", "step", "samples/s")
 LABELS = ("", "ID", "NAME", "STATUS", "RUNNER", "BACKEND", "ELAPSED", "STEP", "SAMPLES/S")

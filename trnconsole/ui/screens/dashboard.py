@@ -41,8 +41,10 @@ class Dashboard(Screen):
     DEFAULT_CSS = """
     Dashboard #runs { height: 2fr; min-height: 4; }
     Dashboard #middle { height: 3fr; min-height: 6; }
-    Dashboard #numbers { width: 38; padding: 0 1; border-right: solid $panel; }
+    Dashboard #numbers { width: 34; padding: 0 1; border-right: solid $panel; }
     Dashboard Chart { width: 1fr; }
+    Dashboard #chart-loss > .chart--line { color: $chart-line; }
+    Dashboard #chart-speed > .chart--line { color: $chart-line-2; }
     Dashboard #host { height: auto; max-height: 2; color: $text-muted; padding: 0 1; }
     Dashboard #log-filter { height: 1; border: none; padding: 0 1; }
     Dashboard #log-filter.hidden { display: none; }

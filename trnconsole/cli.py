@@ -293,6 +293,8 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
     ]
     if summary.get("malformed_lines"):
         lines.append(("skipped", f"{summary['malformed_lines']} malformed metric lines"))
+    for alert in summary.get("alerts") or []:
+        lines.append((f"alert {alert['kind']}", alert["message"]))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         print(f"{key:<{width}}  {value}")

@@ -27,6 +27,9 @@ def follow_run(console: Any, record: Any, out: TextIO, poll_s: float = POLL_S) -
             if metrics.last_step and metrics.last_step != shown_step:
                 shown_step = metrics.last_step
                 _progress(out, metrics, tty)
+            for alert in watcher.take_alerts():
+                out.write(f"{chr(10) if tty else ''}ALERT {alert.kind}: {alert.message}\n")
+                out.flush()
             if metrics.last_eval and metrics.last_eval != shown_eval and not tty:
                 shown_eval = dict(metrics.last_eval)
                 out.write(f"eval at step {metrics.last_step}: {_evals(shown_eval)}\n")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .core.alerts import Alert
 from .core.series import Series
 from .core.store import RunRecord
 from .core.watch import RunWatcher
@@ -53,6 +54,7 @@ class LiveRuns:
         self._watchers: OrderedDict[str, RunWatcher] = OrderedDict()
         self._lock = threading.RLock()
         self._ended: list[RunRecord] = []
+        self._alerts: list[tuple[RunRecord, Alert]] = []
 
     # ---- the run list (called from a worker thread) ----
 
@@ -98,9 +100,16 @@ class LiveRuns:
             with self._lock:
                 watcher = self._watcher(record)
                 _, lines = watcher.poll()
+                self._alerts += [(record, alert) for alert in watcher.take_alerts()]
             if run_ids and record.id == run_ids[0]:
                 new_lines = lines
         return new_lines
+
+    def take_alerts(self) -> list[tuple[RunRecord, Alert]]:
+        """Alerts of any watched run raised since the last call, each with its run."""
+        with self._lock:
+            alerts, self._alerts = self._alerts, []
+        return alerts
 
     def log_tail(self, run_id: str) -> list[str]:
         with self._lock:

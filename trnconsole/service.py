@@ -26,6 +26,7 @@ from .core.spec import (
     check_flags,
     check_resources,
     flag_diff,
+    flag_text,
     parse_assignments,
     parse_env,
 )
@@ -221,7 +222,7 @@ class Console:
     ) -> RunRecord:
         """A new run from the parent's spec with some flags changed; the diff is kept with it."""
         spec = parent.spec
-        base_sets = [f"{k}={_flag_text(v)}" for k, v in spec.flags.items() if k not in set(unset)]
+        base_sets = [f"{k}={flag_text(v)}" for k, v in spec.flags.items() if k not in set(unset)]
         env = dict(spec.env)
         env.update(parse_env(envs))
         child = self.build_spec(
@@ -273,6 +274,10 @@ class Console:
         loss = watcher.metrics.series.get("loss")
         summary["step_events"] = loss.count if loss is not None else 0
         summary["series"] = series_stats(watcher.metrics.series)
+        summary["alerts"] = [
+            {"kind": a.kind, "severity": a.severity, "step": a.step, "message": a.message}
+            for a in watcher.alerts.raised
+        ]
         result = read_result(record.run_dir)
         if result:
             summary.update({k: result[k] for k in RESULT_FIELDS if result.get(k) is not None})
@@ -306,11 +311,3 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
         return json.loads((run_dir / RESULT_FILE).read_text())
     except (OSError, ValueError):
         return None
-
-
-def _flag_text(value: str | bool) -> str:
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    return value

@@ -8,18 +8,58 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import starmap
+from itertools import accumulate, chain, compress, groupby, repeat, starmap
+from operator import itemgetter, ne
 from typing import Any
 
 from .errors import UsageError
 from .events import Event
 
+try:
+    from orjson import loads as _orjson_loads
+except ImportError:  # the stdlib scanner reads every line then
+    _orjson_loads = None
+
 # An event's fields in Event's order, for batch paths that skip building Event objects.
 Row = tuple[str, int | None, dict[str, float], float | None, dict[str, Any]]
 
+
+@dataclass(frozen=True, slots=True)
+class StepColumns:
+    """Consecutive "step" events as columns: event i is at step `steps[i]` and time `ts[i]` (None for every
+    event when `ts` is None), with values `{names[k]: columns[k][i]}` and no info. The batch paths give the
+    runners' own step lines this shape, so that no per-event dict or tuple is built for them."""
+
+    steps: list[int]
+    ts: list[float] | None
+    names: tuple[str, ...]
+    columns: list[list[float]]
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def rows(self) -> list[Row]:
+        ts = repeat(None) if self.ts is None else self.ts
+        names = self.names
+        return [
+            ("step", step, dict(zip(names, values, strict=True)), t, {})
+            for step, t, values in zip(self.steps, ts, zip(*self.columns, strict=True))
+        ]
+
+
+# What the batch paths return: events in order, runs of step events as columns.
+Batch = list[Row | StepColumns]
+
 _SCANNER = json.JSONDecoder().scan_once
 _NUMBER_TYPES = frozenset((float, int))
+_CONTAINER_TYPES = frozenset((list, dict))
 _NONFINITE_TEXT = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+_BLANK = object()  # a metrics.jsonl line with nothing on it
+_BAD = object()  # one that is not JSON
+# orjson reads an integer beyond 64 bits as a float, where json keeps an exact int.
+_INT64 = 2.0**63
+_SUB_BATCH = 512  # LOG lines split at a time: their token lists never add up to a garbage collection
+_STEP, _T = itemgetter("step"), itemgetter("t")
 
 # Names other formats use for our canonical metrics (see events.STEP_METRICS).
 LOG_NAMES = {"step_loss": "loss", "learning_rate": "lr", "throughput": "samples_per_s"}
@@ -37,6 +77,9 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 # `LOG <time> - (<epoch>, <step>)`; the time never holds parentheses, so no backtracking across the fields.
 _LOG_HEAD = re.compile(r"LOG\s[^()]*\(\s*(-?\d{1,18})\s*,\s*(-?\d{1,18})\s*\)")
 _LOG_FIELD = re.compile(r"([A-Za-z_][\w./-]*)\s*:\s*([^\s:,;]+)")
+# The `(<epoch>,` and `<step>)` tokens of a LOG line split at whitespace, as _LOG_HEAD reads them.
+_EPOCH_TOKEN = re.compile(r"\(-?\d{1,18},")
+_STEP_TOKENS = re.compile(r"-?\d{1,18}\)(?:\n-?\d{1,18}\))*")
 _HF_ITEM = re.compile(
     r"""\s*(['"])((?:(?!\1).)*)\1\s*:\s*"""
     r"""(?:(['"])((?:(?!\3).)*)\3|([A-Za-z_][\w.]*\([^()]*\)|[^,'"{}\[\]()]+?))\s*(?:,|$)"""
@@ -76,49 +119,182 @@ class JsonlParser:
 
     def parse_rows(self, lines: Iterable[str]) -> list[Row]:
         """`feed_lines` as `(kind, step, values, t, info)` tuples: the batch path builds no Event objects."""
-        # The C scanner behind json.loads, called directly: json.loads adds two regex matches and three
-        # Python calls per line, a third of its time on a short line.
-        scan = _SCANNER
-        loads = json.loads
-        number_types = _NUMBER_TYPES
+        lines = lines if type(lines) is list else list(lines)
         out: list[Row] = []
-        append = out.append
-        n = malformed = 0
-        for line in lines:
-            n += 1
-            try:
-                record, end = scan(line, 0)
-                if end != len(line):
-                    record = loads(line)  # trailing whitespace is fine, anything else raises
-            except (StopIteration, ValueError, RecursionError):
-                try:
-                    record = loads(line)  # leading whitespace
-                except (ValueError, RecursionError):
-                    if line.strip():
-                        malformed += 1
-                    continue
-            if type(record) is not dict:
-                malformed += 1
-                continue
-            kind = record.pop("kind", None)
-            if type(kind) is not str:
-                malformed += 1
-                continue
-            t = record.pop("t", None)
-            step = record.pop("step", None)
-            if set(map(type, record.values())) <= number_types:
-                info: dict[str, Any] = {}
-            else:
-                record, info = _split_fields(record)
-            if type(step) is not int and step is not None:
-                step = _coerce_step(step, info)
-            if t is not None and type(t) is not float and type(t) is not int:
-                info["t"] = t
-                t = None
-            append((kind, step, record, t, info))
+        malformed = _rows_into(_load_json(lines), lines, out)
+        self.lines += len(lines)
+        self.malformed += malformed
+        return out
+
+    def parse_batch(self, lines: Iterable[str]) -> Batch:
+        """`parse_rows`, with each run of step lines that hold only numbers as one `StepColumns`."""
+        lines = lines if type(lines) is list else list(lines)
+        n = len(lines)
+        records = _load_json(lines)
+        try:
+            kinds = list(map(dict.get, records, repeat("kind")))
+        except TypeError:  # a line that is not a JSON object
+            kinds = [record.get("kind") if type(record) is dict else None for record in records]
+        others = [] if kinds.count("step") == n else list(compress(range(n), map(ne, kinds, repeat("step"))))
+        out: Batch = []
+        malformed = start = 0
+        for end in (*others, n):
+            if end > start:
+                malformed += _step_records_into(records[start:end], lines[start:end], out)
+            if end < n:
+                malformed += _rows_into(records[end : end + 1], lines[end : end + 1], out)
+            start = end + 1
         self.lines += n
         self.malformed += malformed
         return out
+
+
+def _load_json(lines: list[str]) -> list[Any]:
+    """Each line's JSON value, `_BLANK` or `_BAD`."""
+    if _orjson_loads is not None:
+        try:
+            return list(map(_orjson_loads, lines))
+        except ValueError:
+            pass  # some line orjson rejects: the lines one by one
+        records = []
+        append = records.append
+        for line in lines:
+            try:
+                append(_orjson_loads(line))
+            except ValueError:  # also NaN and Infinity, and numbers beyond a double, which json reads
+                append(_stdlib_load(line))
+        return records
+    return list(map(_stdlib_load, lines))
+
+
+def _stdlib_load(line: str) -> Any:
+    # The C scanner behind json.loads, called directly: json.loads adds two regex matches and three
+    # Python calls per line, a third of its time on a short line.
+    try:
+        record, end = _SCANNER(line, 0)
+        if end != len(line):
+            record = json.loads(line)  # trailing whitespace is fine, anything else raises
+    except (StopIteration, ValueError, RecursionError):
+        try:
+            record = json.loads(line)  # leading whitespace
+        except (ValueError, RecursionError):
+            return _BAD if line.strip() else _BLANK
+    return record
+
+
+def _orjson_may_differ(types: set[type], values: Iterable[Any]) -> bool:
+    """Whether json could read this orjson record otherwise: orjson nests deeper than json's recursion
+    limit allows, and reads integers beyond 64 bits as floats."""
+    if not types.isdisjoint(_CONTAINER_TYPES):
+        return True
+    if float not in types:
+        return False
+    floats = values if types <= _NUMBER_TYPES else [v for v in values if type(v) is float]
+    return max(floats) >= _INT64 or min(floats) <= -_INT64
+
+
+def _rows_into(records: list[Any], lines: list[str], out: list[Any]) -> int:
+    """Appends the rows of these records (the values `_load_json` gave for `lines`); returns how many
+    were malformed."""
+    number_types = _NUMBER_TYPES
+    recheck = _orjson_loads is not None
+    append = out.append
+    malformed = 0
+    for record, line in zip(records, lines, strict=True):
+        if type(record) is not dict:
+            malformed += record is not _BLANK
+            continue
+        if recheck:
+            types = set(map(type, record.values()))
+            if _orjson_may_differ(types, record.values()):
+                record = _stdlib_load(line)
+                if type(record) is not dict:
+                    malformed += record is not _BLANK
+                    continue
+        kind = record.pop("kind", None)
+        if type(kind) is not str:
+            malformed += 1
+            continue
+        t = record.pop("t", None)
+        step = record.pop("step", None)
+        if set(map(type, record.values())) <= number_types:
+            info: dict[str, Any] = {}
+        else:
+            record, info = _split_fields(record)
+        if type(step) is not int and step is not None:
+            step = _coerce_step(step, info)
+        if t is not None and type(t) is not float and type(t) is not int:
+            info["t"] = t
+            t = None
+        append((kind, step, record, t, info))
+    return malformed
+
+
+def _step_records_into(records: list[dict[str, Any]], lines: list[str], out: Batch) -> int:
+    """Appends records of kind "step" as `StepColumns` where they fit, rows where not; returns how many
+    were malformed."""
+    lengths = list(map(len, records))
+    if lengths.count(lengths[0]) == len(lengths):
+        ends: Iterable[int] = (len(records),)
+    else:
+        ends = accumulate(len(list(group)) for _, group in groupby(lengths))
+    malformed = start = 0
+    for end in ends:
+        block = _step_columns(records[start:end], lines[start:end])
+        if block is None:
+            malformed += _rows_into(records[start:end], lines[start:end], out)
+        else:
+            _append_block(out, block)
+        start = end
+    return malformed
+
+
+def _step_columns(records: list[dict[str, Any]], lines: list[str]) -> StepColumns | None:
+    """Step records that all have the first one's fields, each a number, as columns; else None."""
+    first = records[0]
+    if "t" not in first or "step" not in first:
+        return None
+    count = len(records)
+    # Every field a number, without looking at each value: each key and the "step" of "kind" is a string
+    # with two quotes, so one quote more means another string; beyond that a JSON value is a number, a
+    # literal, an array or a nested object, and none of those has a number's characters only.
+    text = "".join(lines)
+    if (
+        text.count('"') != 2 * (len(first) + 1) * count
+        or text.count("{") != count
+        or "[" in text
+        or "true" in text
+        or "false" in text
+        or "null" in text
+    ):
+        return None
+    names = tuple(name for name in first if name != "kind" and name != "t" and name != "step")
+    try:
+        steps = list(map(_STEP, records))
+        ts = list(map(_T, records))
+        columns = [list(map(itemgetter(name), records)) for name in names]
+    except KeyError:  # the same number of fields, not the same ones
+        return None
+    if type(sum(steps)) is not int:  # a float step: the row path decides what it is
+        return None
+    if _orjson_loads is not None:
+        highest = max(max(ts), *map(max, columns)) if columns else max(ts)
+        lowest = min(min(ts), *map(min, columns)) if columns else min(ts)
+        if highest >= _INT64 or lowest <= -_INT64:
+            return None
+    return StepColumns(steps, ts, names, columns)
+
+
+def _append_block(out: Batch, block: StepColumns) -> None:
+    last = out[-1] if out else None
+    if type(last) is StepColumns and last.names == block.names and (last.ts is None) == (block.ts is None):
+        last.steps.extend(block.steps)
+        if last.ts is not None and block.ts is not None:
+            last.ts.extend(block.ts)
+        for column, more in zip(last.columns, block.columns, strict=True):
+            column.extend(more)
+    else:
+        out.append(block)
 
 
 def _split_fields(record: dict[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:

@@ -226,5 +226,14 @@ def flag_diff(parent: RunSpec, child: RunSpec) -> dict[str, list[Any]]:
     return diff
 
 
+def flag_text(value: str | bool) -> str:
+    """A flag value as `--set` takes it: switches as true/false."""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return value
+
+
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
+from .alerts import Alert, AlertTracker
 from .metrics import RunMetrics
 from .parsers import MetricRegex
 from .tail import FileTail
@@ -34,6 +35,8 @@ class RunWatcher:
         self._log = FileTail(run_dir / LOG_FILE)
         self.log_tail: deque[str] = deque(maxlen=keep_log_lines)
         self.log_lines_seen = 0
+        self.alerts = AlertTracker()
+        self._new_alerts: list[Alert] = []
 
     def start_near_end(self, window_bytes: int) -> None:
         """Skip all but about the last window_bytes of each file (at a line start): recent figures, fast."""
@@ -57,9 +60,20 @@ class RunWatcher:
         if self.metrics_from_jsonl:
             lines = self._jsonl.read_lines(max_bytes=max_bytes)
             self.metrics.feed_jsonl_lines(lines)
-            return len(lines), new_log
-        self.metrics.feed_log_lines(new_log)
-        return len(new_log), new_log
+            metric_lines = len(lines)
+        else:
+            self.metrics.feed_log_lines(new_log)
+            metric_lines = len(new_log)
+        if new_log:
+            self._new_alerts += self.alerts.check_log(new_log, self.metrics.last_step)
+        if metric_lines:
+            self._new_alerts += self.alerts.check_metrics(self.metrics)
+        return metric_lines, new_log
+
+    def take_alerts(self) -> list[Alert]:
+        """Alerts raised since the last call."""
+        new, self._new_alerts = self._new_alerts, []
+        return new
 
     def drain(self) -> None:
         """Read everything there is now (a finished run, or `show`)."""

@@ -178,10 +178,22 @@ class TrnConsoleApp(App):
         self._poll([self.selected] if self.selected else [])
         self.redraw()
 
+    def _notify_alerts(self) -> None:
+        for record, alert in self.live.take_alerts():
+            self.notify(
+                alert.message,
+                title=f"{record.id} {record.name or record.runner}: {alert.kind.replace('_', ' ')}",
+                severity="error" if alert.severity == "error" else "warning",
+                timeout=15,
+            )
+
     def redraw(self) -> None:
+        if self._live is None:
+            return  # nothing to draw before the first refresh
+        self._notify_alerts()  # whichever screen is showing
         dashboard = self.dashboard
-        if dashboard is None or self.screen is not dashboard or not dashboard.ready or self._live is None:
-            return  # hidden screens are not redrawn; nothing to draw before the first refresh
+        if dashboard is None or self.screen is not dashboard or not dashboard.ready:
+            return  # hidden screens are not redrawn
         lines: list[str] = []
         while self._new_lines:
             lines.extend(self._new_lines.popleft())
@@ -234,15 +246,7 @@ class TrnConsoleApp(App):
     @work(thread=True, group="launch")
     def _launch(self, request: Any) -> None:
         try:
-            spec = self.service.build_spec(
-                request.runner,
-                request.sets,
-                request.envs,
-                backend=request.backend,
-                nproc=request.nproc,
-                name=request.name,
-                extra_args=request.extra_args,
-            )
+            spec = request.build_spec(self.service)
             parent = self.service.store.get(request.parent_id) if request.parent_id else None
             record = self.service.launch(spec, parent=parent)
         except UsageError as exc:

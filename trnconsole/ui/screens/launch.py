@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
 from ...core.errors import UsageError
-from ...core.spec import BUNDLED, FlagInfo, check_value
+from ...core.spec import BUNDLED, FlagInfo, check_value, flag_text
 
 RUNNER_CHOICES = [*BUNDLED, "script"]
 
@@ -34,6 +34,18 @@ class LaunchRequest:
     name: str | None = None
     extra_args: list[str] = field(default_factory=list)
     parent_id: str | None = None
+
+    def build_spec(self, service: Any) -> Any:
+        """The checked RunSpec, by the CLI's own rules (UsageError otherwise)."""
+        return service.build_spec(
+            self.runner,
+            self.sets,
+            self.envs,
+            backend=self.backend,
+            nproc=self.nproc,
+            name=self.name,
+            extra_args=self.extra_args,
+        )
 
 
 class LaunchScreen(ModalScreen[LaunchRequest | None]):
@@ -233,7 +245,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             sets = dict(item.split("=", 1) for item in self._sets() if "=" in item)
         except Exception:  # a widget is being replaced: the next change redraws the diff
             return
-        before = {k: _text(v) for k, v in self.parent_record.spec.flags.items()}
+        before = {k: flag_text(v) for k, v in self.parent_record.spec.flags.items()}
         changed = [
             f"{k}: {before.get(k, '(default)')} -> {sets.get(k, '(default)')}"
             for k in sorted(set(before) | set(sets))
@@ -262,15 +274,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
     def _check(self, request: LaunchRequest) -> None:
         """The CLI's own checks, so the form stays open with the message when something is wrong."""
         try:
-            self.console.build_spec(
-                request.runner,
-                request.sets,
-                request.envs,
-                backend=request.backend,
-                nproc=request.nproc,
-                name=request.name,
-                extra_args=request.extra_args,
-            )
+            request.build_spec(self.console)
         except UsageError as exc:
             self.app.call_from_thread(self._show_error, str(exc))
             return
@@ -305,11 +309,3 @@ def _flag_widgets(info: FlagInfo, initial: str | bool | None) -> list[Any]:
         Input(value, placeholder=placeholder, id=f"flag-{info.name}"),
         Static(info.help, classes="help"),
     ]
-
-
-def _text(value: str | bool) -> str:
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    return value

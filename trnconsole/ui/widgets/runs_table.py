@@ -55,7 +55,7 @@ class RunsTable(DataTable):
                 continue
             for column, value, before in zip(COLUMNS, cells, old or (None,) * len(cells), strict=True):
                 if value != before:
-                    self.update_cell(run_id, column, value)
+                    self.update_cell(run_id, column, value, update_width=True)
             self._shown[run_id] = cells
 
 

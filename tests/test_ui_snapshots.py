@@ -10,12 +10,13 @@ from test_ui_app import make_app
 
 
 async def _settled(pilot) -> None:
+    """Until the chain refresh -> select -> read -> alerts has run out: each step may start the next worker."""
     app = pilot.app
-    await pilot.pause(0.3)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+    for _ in range(4):
+        await pilot.pause(0.2)
+        await app.workers.wait_for_complete()
     app.redraw()
-    await pilot.pause()
+    await pilot.pause(0.2)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 from .events import Event
-from .parsers import JsonlParser, LogLineParser, MetricRegex, Row
+from .parsers import Batch, JsonlParser, LogLineParser, MetricRegex, Row
 from .series import Series, SeriesSet
 
 _ETA_WINDOW = 20  # recent step_time_s values averaged for the ETA
-_KIND = itemgetter(0)
 _event_row = attrgetter("kind", "step", "values", "t", "info")
 
 
@@ -45,33 +44,40 @@ class RunMetrics:
         return self._jsonl.malformed + self._log.malformed
 
     def feed_jsonl_lines(self, lines: Iterable[str]) -> None:
-        self._ingest(self._jsonl.parse_rows(lines))
+        self._ingest(self._jsonl.parse_batch(lines))
 
     def feed_log_lines(self, lines: Iterable[str]) -> None:
-        self._ingest(self._log.parse_rows(lines))
+        self._ingest(self._log.parse_batch(lines))
 
     def feed(self, events: Iterable[Event]) -> None:
         self._ingest(list(map(_event_row, events)))
 
-    def _ingest(self, rows: list[Row]) -> None:
-        if not rows:
+    def _ingest(self, items: Batch | list[Row]) -> None:
+        if not items:
             return
-        kinds = list(map(_KIND, rows))
-        if kinds.count("step") != len(rows):
-            for kind, row in zip(kinds, rows, strict=True):
+        kinds = [item[0] if type(item) is tuple else "step" for item in items]
+        if kinds.count("step") != len(items):
+            for kind, item in zip(kinds, items, strict=True):
                 if kind != "step":
-                    self._other(row)
-        for row in reversed(rows):  # the latest known step and time are nearly always on the last row
-            if row[1] is not None:
-                self.last_step = row[1]
+                    self._other(item)
+        # The latest known step and time are nearly always on the last item.
+        for item in reversed(items):
+            step = item[1] if type(item) is tuple else item.steps[-1]
+            if step is not None:
+                self.last_step = step
                 break
-        for row in reversed(rows):
-            if row[3] is not None:
-                self.last_t = row[3]
+        for item in reversed(items):
+            t = item[3] if type(item) is tuple else item.ts[-1] if item.ts is not None else None
+            if t is not None:
+                self.last_t = t
                 break
         if self.first_t is None:
-            self.first_t = next((row[3] for row in rows if row[3] is not None), None)
-        self.series.add_rows(rows, kinds)
+            for item in items:
+                t = item[3] if type(item) is tuple else item.ts[0] if item.ts is not None else None
+                if t is not None:
+                    self.first_t = t
+                    break
+        self.series.add_batch(items, kinds)
 
     def _other(self, row: Row) -> None:
         kind, step, values, _, info = row

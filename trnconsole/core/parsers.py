@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, compress, groupby, repeat, starmap
-from operator import itemgetter, ne
+from operator import is_, itemgetter, ne
 from typing import Any
 
 from .errors import UsageError
@@ -39,11 +39,11 @@ class StepColumns:
         return len(self.steps)
 
     def rows(self) -> list[Row]:
-        ts = repeat(None) if self.ts is None else self.ts
-        names = self.names
+        ts = [None] * len(self.steps) if self.ts is None else self.ts
+        values = zip(*self.columns, strict=True) if self.columns else repeat(())
         return [
-            ("step", step, dict(zip(names, values, strict=True)), t, {})
-            for step, t, values in zip(self.steps, ts, zip(*self.columns, strict=True))
+            ("step", step, dict(zip(self.names, row, strict=True)), t, {})
+            for step, t, row in zip(self.steps, ts, values, strict=False)
         ]
 
 
@@ -182,14 +182,16 @@ def _stdlib_load(line: str) -> Any:
     return record
 
 
-def _orjson_may_differ(types: set[type], values: Iterable[Any]) -> bool:
+def _orjson_may_differ(record: dict[str, Any]) -> bool:
     """Whether json could read this orjson record otherwise: orjson nests deeper than json's recursion
     limit allows, and reads integers beyond 64 bits as floats."""
+    values = record.values()
+    types = set(map(type, values))
     if not types.isdisjoint(_CONTAINER_TYPES):
         return True
     if float not in types:
         return False
-    floats = values if types <= _NUMBER_TYPES else [v for v in values if type(v) is float]
+    floats = list(compress(values, map(is_, map(type, values), repeat(float))))
     return max(floats) >= _INT64 or min(floats) <= -_INT64
 
 
@@ -204,13 +206,11 @@ def _rows_into(records: list[Any], lines: list[str], out: list[Any]) -> int:
         if type(record) is not dict:
             malformed += record is not _BLANK
             continue
-        if recheck:
-            types = set(map(type, record.values()))
-            if _orjson_may_differ(types, record.values()):
-                record = _stdlib_load(line)
-                if type(record) is not dict:
-                    malformed += record is not _BLANK
-                    continue
+        if recheck and _orjson_may_differ(record):
+            record = _stdlib_load(line)
+            if type(record) is not dict:
+                malformed += record is not _BLANK
+                continue
         kind = record.pop("kind", None)
         if type(kind) is not str:
             malformed += 1
@@ -381,6 +381,42 @@ class LogLineParser:
     def parse_rows(self, lines: Iterable[str]) -> list[Row]:
         """`feed_lines` as `(kind, step, values, t, info)` tuples: the batch path builds no Event objects."""
         out: list[Row] = []
+        n, malformed = self._parse_into(lines, out)
+        self.lines += n
+        self.malformed += malformed
+        self.events += len(out)
+        return out
+
+    def parse_batch(self, lines: Iterable[str]) -> Batch:
+        """`parse_rows`, with each run of LOG step lines of one shape as one `StepColumns`."""
+        if self.metric_regexes:  # a user regex may match any line: each one goes through _match_user
+            return list(self.parse_rows(lines))
+        lines = lines if type(lines) is list else list(lines)
+        n = len(lines)
+        plain = list(map(str.startswith, lines, repeat("LOG ")))
+        text = "".join(lines)
+        if "\x1b" in text or "\r" in text:
+            plain = [line.startswith("LOG ") and "\x1b" not in line and "\r" not in line for line in lines]
+        out: Batch = []
+        malformed = events = start = 0
+        for fast, group in groupby(plain):
+            end = start + len(list(group))
+            if fast:
+                bad, made = self._log_lines_into(lines[start:end], out)
+            else:
+                made = len(out)
+                bad = self._parse_into(lines[start:end], out)[1]
+                made = len(out) - made
+            malformed += bad
+            events += made
+            start = end
+        self.lines += n
+        self.malformed += malformed
+        self.events += events
+        return out
+
+    def _parse_into(self, lines: Iterable[str], out: list[Any]) -> tuple[int, int]:
+        """Appends the events of these lines one by one; returns (lines, malformed lines)."""
         n = malformed = 0
         parse, parse_log = self._parse, self._parse_log
         regexes = self.metric_regexes
@@ -411,10 +447,78 @@ class LogLineParser:
                 malformed += bad
             elif regexes:
                 malformed += self._match_user(line, out)
-        self.lines += n
-        self.malformed += malformed
-        self.events += len(out)
-        return out
+        return n, malformed
+
+    def _log_lines_into(self, lines: list[str], out: Batch) -> tuple[int, int]:
+        """Appends the events of lines that start with `LOG `, runs of one shape as columns; returns
+        (malformed lines, events)."""
+        malformed = events = 0
+        for at in range(0, len(lines), _SUB_BATCH):
+            chunk = lines[at : at + _SUB_BATCH]
+            tokens = list(map(str.split, chunk))
+            widths = list(map(len, tokens))
+            if widths.count(widths[0]) == len(widths):
+                ends: Iterable[int] = (len(chunk),)
+            else:
+                ends = accumulate(len(list(group)) for _, group in groupby(widths))
+            start = 0
+            for end in ends:
+                block = self._log_columns(tokens[start:end], widths[start])
+                if block is None:
+                    made = len(out)
+                    malformed += self._parse_into(chunk[start:end], out)[1]
+                    events += len(out) - made
+                else:
+                    _append_block(out, block)
+                    events += end - start
+                start = end
+        return malformed, events
+
+    def _log_columns(self, tokens: list[list[str]], width: int) -> StepColumns | None:
+        """LOG step lines split at whitespace, each `width` tokens long, as columns when every line has the
+        first one's shape (the same field names, in the same places) and `_parse_log` would read it
+        whole; else None."""
+        first = tokens[0]
+        # _LOG_HEAD's `[^()]*` ends at the first parenthesis: it must open the `(<epoch>,` token.
+        head = next((at for at in range(1, width) if "(" in first[at] or ")" in first[at]), 0)
+        fields = width - head - 2
+        if not head or fields < 3 or fields % 3:
+            return None
+        kind, renamed = self._kind_and_names(tuple(first[head + 2 :: 3]))
+        if kind != "step" or "epoch" in renamed or len(set(renamed)) != len(renamed):
+            return None  # a line that is not a step, or a field the epoch or another field overwrites
+        count = len(tokens)
+        flat = list(chain.from_iterable(tokens))
+        for at in range(1, head):
+            text = "".join(flat[at::width])
+            if "(" in text or ")" in text:
+                return None
+        epoch_tokens = flat[head::width]
+        distinct = set(epoch_tokens)  # an epoch spans many steps: a few values to check
+        epoch_of = {token: int(token[1:-1]) for token in distinct if _EPOCH_TOKEN.fullmatch(token)}
+        step_text = "\n".join(flat[head + 1 :: width])
+        if len(epoch_of) != len(distinct) or not _STEP_TOKENS.fullmatch(step_text):
+            return None
+        columns = []
+        try:
+            for at, name in zip(range(head + 2, width, 3), first[head + 2 :: 3], strict=True):
+                if flat[at::width].count(name) != count or flat[at + 1 :: width].count(":") != count:
+                    return None
+                columns.append(list(map(float, flat[at + 2 :: width])))
+        except ValueError:  # _parse_log then reads the fields one by one
+            return None
+        columns.append(list(map(epoch_of.__getitem__, epoch_tokens)))
+        steps = list(map(int, step_text.replace(")", "").split("\n")))
+        self.step = steps[-1]
+        return StepColumns(steps, None, (*renamed, "epoch"), columns)
+
+    def _kind_and_names(self, names: tuple[str, ...]) -> tuple[str, list[str]]:
+        known = self._log_names.get(names)
+        if known is None:
+            known = self._log_names[names] = _log_kind_and_names(names)
+            if len(self._log_names) > 256:  # a script that prints ever-new names: keep the cache bounded
+                self._log_names.clear()
+        return known
 
     def _parse(self, line: str, out: list[Row]) -> bool:
         """Appends the line's LOG or dict event to `out`; True when it looked like one but was not."""
@@ -441,13 +545,7 @@ class LogLineParser:
         count = len(parts) // 3
         values: dict[str, float] | None = None
         if count and len(parts) == count * 3 and parts[1::3].count(":") == count:
-            names = tuple(parts[0::3])
-            known = self._log_names.get(names)
-            if known is None:
-                known = self._log_names[names] = _log_kind_and_names(names)
-                if len(self._log_names) > 256:  # a script that prints ever-new names: keep the cache bounded
-                    self._log_names.clear()
-            kind, renamed = known
+            kind, renamed = self._kind_and_names(tuple(parts[0::3]))
             try:
                 values = dict(zip(renamed, map(float, parts[2::3]), strict=True))
             except ValueError:

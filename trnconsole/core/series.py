@@ -5,17 +5,19 @@ stay visible because every bucket keeps its min and max.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from operator import add, attrgetter, itemgetter
+from typing import Any
 
 from .events import Event
-from .parsers import Row
+from .parsers import Row, StepColumns
 
 _INF = float("inf")
 _NAN = float("nan")
 _MAX_FLOAT = 1.7976931348623157e308
 _RECENT = 64  # raw values kept for "the last few points" questions (ETA, sparklines)
 _PENDING = 1024  # step events queued before they are folded into their series
-_KIND, _STEP, _VALUES = itemgetter(0), itemgetter(1), itemgetter(2)
+_STEP, _VALUES = itemgetter(1), itemgetter(2)
 _event_row = attrgetter("kind", "step", "values", "t", "info")
 
 
@@ -333,10 +335,10 @@ class SeriesSet:
     def __init__(self, capacity: int = 2048) -> None:
         self.capacity = capacity
         self._series: dict[str, Series] = {}
-        # Step events are queued and folded in batches: a batch whose events share their names becomes
-        # one column per metric in C (itemgetter + zip), instead of a Python call per value.
-        self._pending_x: list[float] = []
-        self._pending_values: list[dict[str, float]] = []
+        # Step events are queued and folded in batches, one Series.extend per metric: pieces of
+        # [xs, None, values dicts] (rows) or [xs, names, columns] (StepColumns), `_pending_count` events.
+        self._pending: list[list[Any]] = []
+        self._pending_count = 0
         self._last_x = -1
 
     def add_event(self, event: Event) -> None:
@@ -348,37 +350,64 @@ class SeriesSet:
     def add_rows(self, rows: Sequence[Row], kinds: Sequence[str] | None = None) -> None:
         """Events as `(kind, step, values, t, info)` tuples (`parsers.Row`), the batch path; `kinds` is
         their kinds when the caller already has them."""
-        if not rows:
+        self.add_batch(rows, kinds)
+
+    def add_batch(self, items: Sequence[Row | StepColumns], kinds: Sequence[str] | None = None) -> None:
+        """Events as rows and `StepColumns` (a parser's `parse_batch`); `kinds` is their kinds ("step" for
+        columns) when the caller already has them."""
+        if not items:
             return
         if kinds is None:
-            kinds = list(map(_KIND, rows))
-        n = len(rows)
+            kinds = [item[0] if type(item) is tuple else "step" for item in items]
+        n = len(items)
         if kinds.count("step") == n:
-            self._add_steps(rows)
+            self._add_steps(items)
             return
         start = 0
         for i, kind in enumerate(kinds):
             if kind == "step":
                 continue
             if i > start:
-                self._add_steps(rows[start:i])
+                self._add_steps(items[start:i])
             start = i + 1
             if kind == "eval" or kind == "compile":
-                self._add_prefixed(f"{kind}_", rows[i])
+                self._add_prefixed(f"{kind}_", items[i])
         if start < n:
-            self._add_steps(rows[start:])
+            self._add_steps(items[start:])
 
-    def _add_steps(self, rows: Sequence[Row]) -> None:
+    def _add_steps(self, items: Sequence[Row | StepColumns]) -> None:
+        """One run of step events, the unit a flush may follow."""
+        start = 0
+        for i, item in enumerate(items):
+            if type(item) is StepColumns:
+                if i > start:
+                    self._queue_rows(items[start:i])
+                self._queue_columns(item)
+                start = i + 1
+        if start < len(items):
+            self._queue_rows(items[start:] if start else items)
+        if self._pending_count >= _PENDING:
+            self._flush()
+
+    def _queue_rows(self, rows: Sequence[Row]) -> None:
         steps = list(map(_STEP, rows))
         if None in steps:
             last_x = self._last_x
             for i, step in enumerate(steps):
                 last_x = steps[i] = last_x + 1 if step is None else step
         self._last_x = steps[-1]
-        self._pending_x += steps
-        self._pending_values += map(_VALUES, rows)
-        if len(self._pending_x) >= _PENDING:
-            self._flush()
+        self._pending_count += len(steps)
+        pending = self._pending
+        if pending and pending[-1][1] is None:
+            pending[-1][0] += steps
+            pending[-1][2] += map(_VALUES, rows)
+        else:
+            pending.append([steps, None, list(map(_VALUES, rows))])
+
+    def _queue_columns(self, block: StepColumns) -> None:
+        self._last_x = block.steps[-1]
+        self._pending_count += len(block.steps)
+        self._pending.append([block.steps, block.names, block.columns])
 
     def _add_prefixed(self, prefix: str, row: Row) -> None:
         _, step, values, _, _ = row
@@ -395,33 +424,27 @@ class SeriesSet:
         return series
 
     def _flush(self) -> None:
-        xs, rows = self._pending_x, self._pending_values
-        if not xs:
+        pieces = self._pending
+        if not pieces:
             return
-        self._pending_x, self._pending_values = [], []
-        names = tuple(rows[0])
-        if names and len(set(map(len, rows))) == 1:
-            try:
-                columns = list(map(itemgetter(*names), rows))
-            except KeyError:
-                pass  # same sizes, different names
-            else:
-                if len(names) == 1:
-                    self._get_or_create(names[0]).extend(xs, columns)
-                else:
-                    for name, column in zip(names, zip(*columns, strict=True), strict=True):
-                        self._get_or_create(name).extend(xs, column)
-                return
-        by_name: dict[str, tuple[list[float], list[float]]] = {}
-        for x, values in zip(xs, rows, strict=True):
-            for name, value in values.items():
-                pair = by_name.get(name)
-                if pair is None:
-                    pair = by_name[name] = ([], [])
-                pair[0].append(x)
-                pair[1].append(value)
-        for name, (column_x, column_y) in by_name.items():
-            self._get_or_create(name).extend(column_x, column_y)
+        self._pending, self._pending_count = [], 0
+        if len(pieces) == 1:
+            columns = _piece_columns(*pieces[0])
+        else:
+            # Each metric's points of all pieces in one extend, as if they had come in one piece; metrics
+            # in the order they first appear.
+            merged: dict[str, tuple[list[float], list[float]]] = {}
+            for piece in pieces:
+                for name, xs, ys in _piece_columns(*piece):
+                    pair = merged.get(name)
+                    if pair is None:
+                        merged[name] = (list(xs), list(ys))
+                    else:
+                        pair[0].extend(xs)
+                        pair[1].extend(ys)
+            columns = [(name, xs, ys) for name, (xs, ys) in merged.items()]
+        for name, xs, ys in columns:
+            self._get_or_create(name).extend(xs, ys)
 
     def names(self) -> list[str]:
         self._flush()
@@ -445,3 +468,31 @@ class SeriesSet:
     def __len__(self) -> int:
         self._flush()
         return len(self._series)
+
+
+def _piece_columns(
+    xs: list[float], names: tuple[str, ...] | None, data: list[Any]
+) -> Iterable[tuple[str, Sequence[float], Sequence[float]]]:
+    """(metric, xs, ys) of a queued piece, metrics in the order they first appear."""
+    if names is not None:
+        return zip(names, repeat(xs), data)
+    names = tuple(data[0])
+    if names and len(set(map(len, data))) == 1:
+        # Rows that share their names become one column per metric in C (itemgetter + zip).
+        try:
+            columns = list(map(itemgetter(*names), data))
+        except KeyError:
+            pass  # same sizes, different names
+        else:
+            if len(names) == 1:
+                return ((names[0], xs, columns),)
+            return zip(names, repeat(xs), zip(*columns, strict=True))
+    by_name: dict[str, tuple[list[float], list[float]]] = {}
+    for x, values in zip(xs, data, strict=True):
+        for name, value in values.items():
+            pair = by_name.get(name)
+            if pair is None:
+                pair = by_name[name] = ([], [])
+            pair[0].append(x)
+            pair[1].append(value)
+    return [(name, column_x, column_y) for name, (column_x, column_y) in by_name.items()]

@@ -10,7 +10,7 @@ from test_ui_app import make_app
 
 
 async def _settled(pilot) -> None:
-    """Until the chain refresh -> select -> read -> alerts has run out: each step may start the next worker."""
+    """Until the refresh -> select -> read -> alert chain has run out: each step may start the next worker."""
     app = pilot.app
     for _ in range(4):
         await pilot.pause(0.2)

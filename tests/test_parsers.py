@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trn_harness import outputs
+from trnconsole.core import parsers
 from trnconsole.core.errors import UsageError
 from trnconsole.core.events import Event
-from trnconsole.core.parsers import JsonlParser, LogLineParser, MetricRegex
+from trnconsole.core.parsers import JsonlParser, LogLineParser, MetricRegex, StepColumns
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROUND_TRIP = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -457,3 +458,283 @@ def test_runner_metrics_jsonl_line_parses_back_to_the_same_fields(
     for name, value in values.items():
         assert same(event.values[name], value)
     assert event.info == info
+
+
+# ---- the batch paths: runs of step lines as columns, the same events as line by line ----
+
+RUNNER_STEP = (
+    '{"t": 1763797364.142, "kind": "step", "step": 1, "epoch": 0, "loss": 2.0420211125742527, '
+    '"lr": 0.00039992, "samples_per_s": 57.0579544029403, "step_time_s": 0.14020832123606145, '
+    '"grad_norm": 1.420571580830845}'
+)
+
+
+def normalized(items: list) -> str:
+    """Rows (StepColumns expanded) as text that tells NaN, ints and floats apart and ignores dict order."""
+    rows = []
+    for item in items:
+        for kind, step, values, t, info in item.rows() if isinstance(item, StepColumns) else [item]:
+            rows.append((kind, step, sorted(values.items()), t, sorted(info.items())))
+    return repr(rows)
+
+
+def test_runner_step_lines_come_as_one_column_block_between_other_events() -> None:
+    lines = [
+        '{"t": 1.0, "kind": "status", "step": 0, "state": "started"}',
+        *(RUNNER_STEP.replace('"step": 1', f'"step": {step}') for step in range(1, 6)),
+        '{"t": 2.0, "kind": "eval", "step": 5, "loss": 0.5}',
+        RUNNER_STEP.replace('"step": 1', '"step": 6'),
+    ]
+    parser = JsonlParser()
+    batch = parser.parse_batch(lines)
+    assert [type(item).__name__ if isinstance(item, StepColumns) else item[0] for item in batch] == [
+        "status",
+        "StepColumns",
+        "eval",
+        "StepColumns",
+    ]
+    block = batch[1]
+    assert block.steps == [1, 2, 3, 4, 5]
+    assert block.names == ("epoch", "loss", "lr", "samples_per_s", "step_time_s", "grad_norm")
+    assert block.columns[0] == [0] * 5 and block.ts == [1763797364.142] * 5
+    assert normalized(batch) == normalized(JsonlParser().parse_rows(lines))
+    assert (parser.lines, parser.malformed) == (8, 0)
+
+
+def test_jsonl_step_lines_with_nan_strings_are_columns_of_floats() -> None:
+    [block] = JsonlParser().parse_batch(
+        [
+            '{"t": 1.0, "kind": "step", "step": 1, "loss": "nan"}',
+            '{"t": 2.0, "kind": "step", "step": 2, "loss": 0.5}',
+        ]
+    )
+    assert isinstance(block, StepColumns)
+    assert math.isnan(block.columns[0][0]) and block.columns[0][1] == 0.5
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        '"synthetic": true',  # a bool is info
+        '"note": "n/a"',  # so is text
+        '"per_layer": [1, 2]',
+        '"loss": null',
+        '"big": 18446744073709551617',  # beyond 64 bits: json keeps an exact int, orjson would not
+    ],
+)
+def test_jsonl_step_line_with_a_field_that_is_not_a_number_gives_the_same_rows(odd: str) -> None:
+    lines = [RUNNER_STEP, RUNNER_STEP.replace('"step": 1', '"step": 2').replace('"lr"', f"{odd}, " + '"lr"')]
+    lines.append(RUNNER_STEP.replace('"step": 1', '"step": 3'))
+    assert normalized(JsonlParser().parse_batch(lines)) == normalized(JsonlParser().parse_rows(lines))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"kind": "step", "step": 1, "n": 18446744073709551617}',
+        '{"kind": "step", "step": 18446744073709551616, "n": 1}',
+        '{"kind": "step", "step": 1, "n": -9223372036854775809, "m": [1, 123456789012345678901234567890]}',
+        '{"kind": "step", "step": 1, "n": 1e400}',
+        '{"kind": "step", "step": 1, "n": NaN, "m": -Infinity}',
+        '{"kind": "step", "step": 1, "n": 1, "n": 2}',
+        '{"kind": "step", "step": 1, "s": "\\ud800"}',
+        '{"kind": "step", "step": 1, "deep": ' + "[" * 1010 + "]" * 1010 + "}",
+        '{"kind": "step", "step": 1, "deep": ' + "[" * 3000 + "]" * 3000 + "}",
+        '{"kind": "step", "step": 1, "nested": ' + "[" * 100 + "1" + "]" * 100 + "}",
+        ' \t{"kind": "step", "step": 1}\r\n ',
+        '\ufeff{"kind": "step"}',
+        '{"kind": "step", "s": "\x01"}',
+    ],
+)
+def test_jsonl_lines_read_alike_with_and_without_orjson(line: str) -> None:
+    fast = JsonlParser()
+    got = normalized(fast.parse_batch([line, line]))
+    with mock.patch.object(parsers, "_orjson_loads", None):
+        slow = JsonlParser()
+        want = normalized(slow.parse_rows([line, line]))
+    assert got == want
+    assert (fast.lines, fast.malformed) == (slow.lines, slow.malformed)
+
+
+JSONL_FIELDS = ["loss", "lr", "mfu", "epoch", "grad_norm", "samples_per_s"]
+ODD_JSONL_LINES = [
+    "",
+    "   ",
+    "not json",
+    "[1, 2]",
+    "null",
+    '{"kind": 3, "step": 1}',
+    '{"t": 1.0, "step": 1, "loss": 0.5}',
+    '{"t": 1.0, "kind": "step", "step": 1, "loss": 0.5',
+    '{"kind": "step"} trailing',
+    '{"kind": "step", "step": 1, "a": 1, "a": 2}',
+    '{"kind": "step", "step": 1, "loss": 1e400}',
+    '{"kind": "step", "step": 1, "loss": 123456789012345678901234567890}',
+    '{"kind": "step", "step": 1, "deep": ' + "[" * 1010 + "]" * 1010 + "}",
+]
+plain_numbers = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**53), 2**53), st.integers(0, 100)
+)
+odd_values = st.one_of(
+    st.sampled_from(
+        ["nan", "inf", "-inf", "n/a", True, False, None, [1.5], 2**64 + 1, -(2**63) - 1, 2**63 + 0.0]
+    ),
+    st.floats(),  # NaN and inf: json.dumps writes NaN and Infinity, which orjson refuses
+)
+
+
+@st.composite
+def jsonl_batches(draw: st.DrawFn) -> list[list[str]]:
+    """metrics.jsonl lines in batches: mostly step lines of a few shapes, some with odd fields, other
+    kinds, and lines that are not events at all."""
+    shapes = draw(
+        st.lists(st.lists(st.sampled_from(JSONL_FIELDS), unique=True, max_size=4), min_size=1, max_size=3)
+    )
+    lines = []
+    t = 1_700_000_000.0
+    for step in range(draw(st.integers(0, 40))):
+        roll = draw(st.integers(0, 19))
+        if roll < 14:
+            record: dict = {"t": t + step, "kind": "step", "step": step}
+            for name in draw(st.sampled_from(shapes)):
+                odd = draw(st.integers(0, 19)) == 0
+                record[name] = draw(odd_values if odd else plain_numbers)
+            if draw(st.integers(0, 19)) == 0:
+                record[draw(st.sampled_from(["t", "step"]))] = draw(
+                    st.one_of(odd_values, st.just(float(step)))
+                )
+            if draw(st.integers(0, 19)) == 0:
+                del record[draw(st.sampled_from(["t", "step"]))]
+            if draw(st.integers(0, 19)) == 0:
+                record = dict(reversed(record.items()))
+            lines.append(json.dumps(record))
+        elif roll < 17:
+            kind = draw(st.sampled_from(["eval", "compile", "status", "checkpoint", "summary"]))
+            record = {
+                "t": t + step,
+                "kind": kind,
+                "step": draw(st.one_of(st.none(), st.just(step))),
+                "loss": 0.5,
+            }
+            lines.append(json.dumps({k: v for k, v in record.items() if v is not None}))
+        else:
+            lines.append(draw(st.sampled_from(ODD_JSONL_LINES)))
+    cuts = sorted(draw(st.lists(st.integers(0, len(lines)), max_size=4)))
+    return [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+
+
+@FUZZ
+@given(batches=jsonl_batches())
+def test_jsonl_batch_path_gives_the_rows_of_the_line_path(batches: list[list[str]]) -> None:
+    columns, rows = JsonlParser(), JsonlParser()
+    for batch in batches:
+        assert normalized(columns.parse_batch(batch)) == normalized(rows.parse_rows(batch))
+    assert (columns.lines, columns.malformed) == (rows.lines, rows.malformed)
+
+
+@FUZZ
+@given(batches=jsonl_batches())
+def test_jsonl_reads_the_same_with_orjson_and_with_the_stdlib_scanner(batches: list[list[str]]) -> None:
+    lines = [line for batch in batches for line in batch]
+    fast = JsonlParser()
+    got = normalized(fast.parse_batch(lines))
+    with mock.patch.object(parsers, "_orjson_loads", None):
+        slow = JsonlParser()
+        assert normalized(slow.parse_batch(lines)) == normalized(JsonlParser().parse_rows(lines)) == got
+    assert (fast.lines, fast.malformed) == (slow.lines, slow.malformed)
+
+
+LOG_SHAPES = [
+    ["step_loss", "learning_rate", "throughput", "grad_norm"],
+    ["step_loss", "mfu"],
+    ["eval_loss", "eval_accuracy"],
+    ["loss", "step_loss"],  # both become "loss"
+    ["epoch", "step_loss"],
+]
+ODD_LOG_LINES = [
+    "",
+    "epoch 0 done",
+    "LOG: starting",
+    "LOG without a step tuple",
+    "LOG t - (0, 1)",
+    "LOG (x) - (0, 1) step_loss : 1.0",
+    "LOG t - ( 2 ,  31 )  step_loss: nan, learning_rate :4.0e-04",
+    "[default0]:LOG t - (0, 9) step_loss : 0.5",
+    "\x1b[32mLOG t - (0, 8) step_loss : 0.5\x1b[0m",
+    " 40%|####  | 4/10\rLOG t - (0, 7) step_loss : 0.5\r",
+    "{'loss': 0.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
+    "{'eval_loss': 0.41, 'epoch': 1.0}",
+    "{'loss': oops}",
+]
+log_values = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda v: f"{v:.4f}"),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda v: f"{v:.2e}"),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.sampled_from(["nan", "inf", "-inf", "NaN", "1_0", "+5", "abc", "0x10", "1e999", "١٢", ".5", "5."]),
+)
+log_numbers = st.one_of(
+    st.integers(0, 10**6).map(str),
+    st.sampled_from(["-3", "0000000000000000001", "123456789012345678", "+4", "1_0", "١٢", "", "x"]),
+)
+log_spaces = st.sampled_from([" ", " ", " ", "  ", "\t", "\x1c"])
+
+
+@st.composite
+def log_batches(draw: st.DrawFn) -> list[list[str]]:
+    """stdout lines in batches: mostly LOG lines of a few shapes (now and then an odd token or spacing),
+    some other metric lines and plain text."""
+    lines = []
+    for step in range(draw(st.integers(0, 40))):
+        roll = draw(st.integers(0, 19))
+        if roll < 16:
+            odd = draw(st.integers(0, 9)) == 0
+            epoch, number = (draw(log_numbers), draw(log_numbers)) if odd else ("0", str(step))
+            stamp = draw(
+                st.sampled_from(["Sun Nov 22 07:42:44 2026", "Sun Nov  2 07:42:44 2026", "12:00:01"])
+            )
+            tokens = ["LOG", stamp, "-", f"({epoch},", f"{number})"]
+            for name in draw(st.sampled_from(LOG_SHAPES[:2] if not odd else LOG_SHAPES)):
+                value = draw(log_values) if odd else f"{draw(st.floats(0, 10)):.4f}"
+                tokens += [name, ":", value]
+            space = draw(log_spaces) if odd else " "
+            lines.append(space.join(tokens))
+        else:
+            lines.append(draw(st.sampled_from(ODD_LOG_LINES)))
+    cuts = sorted(draw(st.lists(st.integers(0, len(lines)), max_size=4)))
+    return [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+
+
+@FUZZ
+@given(batches=log_batches())
+def test_log_batch_path_gives_the_rows_of_the_line_path(batches: list[list[str]]) -> None:
+    columns, rows = LogLineParser(), LogLineParser()
+    for batch in batches:
+        assert normalized(columns.parse_batch(batch)) == normalized(rows.parse_rows(batch))
+        assert columns.step == rows.step
+    assert (columns.lines, columns.malformed, columns.events) == (rows.lines, rows.malformed, rows.events)
+
+
+def test_runner_log_lines_come_as_one_column_block() -> None:
+    lines = [LOG_STEP.replace("(0, 10)", f"(0, {step})") for step in range(10, 14)]
+    parser = LogLineParser()
+    [block] = parser.parse_batch(lines)
+    assert isinstance(block, StepColumns)
+    assert block.steps == [10, 11, 12, 13] and block.ts is None
+    assert block.names == (
+        "loss",
+        "lr",
+        "samples_per_s",
+        "step_time_s",
+        "tokens_per_s",
+        "mfu",
+        "grad_norm",
+        "epoch",
+    )
+    assert block.columns[0] == [0.8339] * 4
+    assert (parser.step, parser.lines, parser.events) == (13, 4, 4)
+
+
+def test_log_batch_path_with_user_regexes_reads_line_by_line() -> None:
+    regex = MetricRegex.from_spec(r"x=x=(\S+)")
+    batch = LogLineParser([regex]).parse_batch([LOG_STEP, "x=2.5"])
+    assert normalized(batch) == normalized(LogLineParser([regex]).parse_rows([LOG_STEP, "x=2.5"]))

@@ -66,6 +66,8 @@ def test_dashboard_shows_the_run_its_numbers_charts_and_log(recorded_home):
             assert any("eval_accuracy" in line for line in log.lines)
             chart = str(app.screen.query_one("#chart-loss").render())
             assert "loss" in chart and any("\u2800" < ch <= "\u28ff" for ch in chart)
+            eval_chart = app.screen.query_one("#chart-eval")
+            assert eval_chart.display and "eval accuracy" in str(eval_chart.render())  # 120 columns: room
             # The recorded run's throughput fell from ~60 to ~6 samples/s near its end: an alert toast.
             titles = [str(n.title) for n in app._notifications]
             assert any(t.startswith(run_id) and "throughput drop" in t for t in titles), titles

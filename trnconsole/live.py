@@ -19,7 +19,7 @@ from .core.store import RunRecord
 from .core.watch import RunWatcher
 
 KEEP_FINISHED_WATCHERS = 8  # finished runs looked at recently keep their parsed series
-CHART_SERIES = ("loss", "samples_per_s", "step_time_s", "eval_loss")
+CHART_SERIES = ("loss", "samples_per_s", "step_time_s", "eval_loss", "eval_accuracy", "eval_perplexity")
 LAST_VALUES = ("loss", "samples_per_s", "tokens_per_s", "mfu")
 
 

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, compress, groupby, repeat, starmap
+from math import hypot
 from operator import is_, itemgetter, ne
 from typing import Any
 
@@ -53,6 +54,7 @@ Batch = list[Row | StepColumns]
 _SCANNER = json.JSONDecoder().scan_once
 _NUMBER_TYPES = frozenset((float, int))
 _CONTAINER_TYPES = frozenset((list, dict))
+_INT_TYPE = {int}
 _NONFINITE_TEXT = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
 _BLANK = object()  # a metrics.jsonl line with nothing on it
 _BAD = object()  # one that is not JSON
@@ -240,7 +242,7 @@ def _step_records_into(records: list[dict[str, Any]], lines: list[str], out: Bat
         ends = accumulate(len(list(group)) for _, group in groupby(lengths))
     malformed = start = 0
     for end in ends:
-        block = _step_columns(records[start:end], lines[start:end])
+        block = _step_columns(records[start:end])
         if block is None:
             malformed += _rows_into(records[start:end], lines[start:end], out)
         else:
@@ -249,24 +251,11 @@ def _step_records_into(records: list[dict[str, Any]], lines: list[str], out: Bat
     return malformed
 
 
-def _step_columns(records: list[dict[str, Any]], lines: list[str]) -> StepColumns | None:
-    """Step records that all have the first one's fields, each a number, as columns; else None."""
+def _step_columns(records: list[dict[str, Any]]) -> StepColumns | None:
+    """Step records that all have the first one's fields, each a number or a non-finite float's string, as
+    columns; else None."""
     first = records[0]
     if "t" not in first or "step" not in first:
-        return None
-    count = len(records)
-    # Every field a number, without looking at each value: each key and the "step" of "kind" is a string
-    # with two quotes, so one quote more means another string; beyond that a JSON value is a number, a
-    # literal, an array or a nested object, and none of those has a number's characters only.
-    text = "".join(lines)
-    if (
-        text.count('"') != 2 * (len(first) + 1) * count
-        or text.count("{") != count
-        or "[" in text
-        or "true" in text
-        or "false" in text
-        or "null" in text
-    ):
         return None
     names = tuple(name for name in first if name != "kind" and name != "t" and name != "step")
     try:
@@ -275,14 +264,34 @@ def _step_columns(records: list[dict[str, Any]], lines: list[str]) -> StepColumn
         columns = [list(map(itemgetter(name), records)) for name in names]
     except KeyError:  # the same number of fields, not the same ones
         return None
-    if type(sum(steps)) is not int:  # a float step: the row path decides what it is
+    check = _orjson_loads is not None
+    if set(map(type, steps)) != _INT_TYPE or not _numbers(ts, check):
         return None
-    if _orjson_loads is not None:
-        highest = max(max(ts), *map(max, columns)) if columns else max(ts)
-        lowest = min(min(ts), *map(min, columns)) if columns else min(ts)
-        if highest >= _INT64 or lowest <= -_INT64:
+    for k, column in enumerate(columns):
+        if _numbers(column, check):
+            continue
+        nonfinite = _NONFINITE_TEXT
+        text = [value for value in column if type(value) is str]
+        numbers = [value for value in column if type(value) is not str]
+        if not text or not set(text) <= nonfinite.keys() or not _numbers(numbers, check):
             return None
+        columns[k] = [nonfinite[value] if type(value) is str else value for value in column]
     return StepColumns(steps, ts, names, columns)
+
+
+def _numbers(column: list[Any], check_int64: bool) -> bool:
+    """Whether these are all ints and floats, bools not included; with `check_int64`, also none a float
+    that may be an integer beyond 64 bits that orjson read as a float (json keeps it an int)."""
+    types = set(map(type, column))
+    if not types <= _NUMBER_TYPES:
+        return False
+    if not check_int64 or float not in types:
+        return True
+    try:
+        # At least the largest magnitude, in C over plain floats (orjson gives no NaN or inf).
+        return hypot(*column) < _INT64
+    except OverflowError:  # an int beyond a double, which json read for orjson
+        return False
 
 
 def _append_block(out: Batch, block: StepColumns) -> None:

@@ -98,16 +98,17 @@ class Series:
             total = sum(ys)
         all_finite = total - total == 0.0  # one NaN or inf anywhere makes the sum non-finite
         n = len(ys)
-        rest = ys
-        if self._count == 0:
-            self._first, self._first_x = ys[0], xs[0]
-            rest = ys[1:]
-        self._count += n
-        self._last, self._last_x = ys[-1], xs[-1]
-        recent = self._recent
-        recent.extend(ys[-_RECENT:])
-        del recent[:-_RECENT]
-        if rest:
+        # After the first fold, the whole-run figures come from the buckets' own: the min of this fold's
+        # points is the min of the mins of the buckets they went to, one comparison per point, not two.
+        from_buckets = all_finite and self._count > 0
+        if from_buckets:
+            self._rest_sum += total
+            self._rest_finite += n
+        else:
+            rest = ys
+            if self._count == 0:
+                self._first, self._first_x = ys[0], xs[0]
+                rest = ys[1:]
             finite_rest = rest if all_finite else _finite(rest)
             if finite_rest:
                 self._rest_sum += sum(finite_rest)
@@ -117,6 +118,11 @@ class Series:
                     self._rest_min = lo
                 if hi > self._rest_max:
                     self._rest_max = hi
+        self._count += n
+        self._last, self._last_x = ys[-1], xs[-1]
+        recent = self._recent
+        recent.extend(ys[-_RECENT:])
+        del recent[:-_RECENT]
         if not all_finite:
             self._nonfinite += n - len(_finite(ys))
 
@@ -128,6 +134,8 @@ class Series:
             self._blast,
             self._bcount,
         )
+        lows: list[float] = []  # the min and max of each part of ys, in order
+        highs: list[float] = []
         i = 0
         while i < n:
             width = self._width
@@ -136,6 +144,8 @@ class Series:
                 chunk = ys[i:j] if all_finite else _finite(ys[i:j])
                 if chunk:
                     lo, hi = min(chunk), max(chunk)
+                    lows.append(lo)
+                    highs.append(hi)
                     if lo < bmin[-1]:
                         bmin[-1] = lo
                     if hi > bmax[-1]:
@@ -153,10 +163,13 @@ class Series:
             if full == 0 or not all_finite:  # one bucket, possibly partial, by hand
                 j = min(n, i + width)
                 chunk = ys[i:j] if all_finite else _finite(ys[i:j])
+                lo, hi = (min(chunk), max(chunk)) if chunk else (_INF, -_INF)
+                lows.append(lo)
+                highs.append(hi)
                 bx0.append(xs[i])
                 bx1.append(xs[j - 1])
-                bmin.append(min(chunk) if chunk else _INF)
-                bmax.append(max(chunk) if chunk else -_INF)
+                bmin.append(lo)
+                bmax.append(hi)
                 blast.append(ys[j - 1])
                 bcount.append(j - i)
                 i = j
@@ -171,11 +184,22 @@ class Series:
             if width == 1:
                 bmin += segment
                 bmax += segment
+                lows.append(min(segment))
+                highs.append(max(segment))
             else:
                 groups = list(zip(*[iter(segment)] * width, strict=True))
-                bmin += map(min, groups)
-                bmax += map(max, groups)
+                mins, maxes = list(map(min, groups)), list(map(max, groups))
+                bmin += mins
+                bmax += maxes
+                lows.append(min(mins))
+                highs.append(max(maxes))
             i = j
+        if from_buckets:
+            lo, hi = min(lows), max(highs)
+            if lo < self._rest_min:
+                self._rest_min = lo
+            if hi > self._rest_max:
+                self._rest_max = hi
 
     def _merge_pairs(self) -> None:
         # In place, so that _fold's local names for these lists stay valid.

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 LOG_LINES = 1000
+WIDE = 120
+EVAL_NAMES = {"accuracy": "eval_accuracy", "perplexity": "eval_perplexity", "loss": "eval_loss"}
 
 
 def clean_line(line: str) -> str:
@@ -45,6 +47,9 @@ class Dashboard(Screen):
     Dashboard Chart { width: 1fr; }
     Dashboard #chart-loss > .chart--line { color: $chart-line; }
     Dashboard #chart-speed > .chart--line { color: $chart-line-2; }
+    Dashboard #chart-eval > .chart--line { color: $success; }
+    Dashboard #chart-eval { display: none; }
+    Dashboard.wide #chart-eval.has-data { display: block; }
     Dashboard #host { height: auto; max-height: 2; color: $text-muted; padding: 0 1; }
     Dashboard #log-filter { height: 1; border: none; padding: 0 1; }
     Dashboard #log-filter.hidden { display: none; }
@@ -65,6 +70,7 @@ class Dashboard(Screen):
                 yield Static(id="numbers", markup=False)
                 yield Chart(id="chart-loss")
                 yield Chart(id="chart-speed")
+                yield Chart(id="chart-eval")
             yield Static(id="host", markup=False)
             yield Input(
                 placeholder="filter the log (regex); Enter to apply, Esc to clear",
@@ -101,8 +107,15 @@ class Dashboard(Screen):
         self.query_one("#chart-speed", Chart).update_series(
             series.get(speed_name), speed_name.replace("_", " ")
         )
+        eval_name = EVAL_NAMES.get(selected.eval_metric or "", "eval_loss") if selected else "eval_loss"
+        eval_chart = self.query_one("#chart-eval", Chart)
+        eval_chart.update_series(series.get(eval_name), eval_name.replace("_", " "))
+        eval_chart.set_class(series.get(eval_name) is not None, "has-data")
         if new_lines:
             self.write_log(new_lines)
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width >= WIDE, "wide")  # room for a third chart: the evaluation metric
 
     def reset_log(self, lines: list[str]) -> None:
         log = self.query_one("#log", Log)

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 COLUMNS = ("mark", "id", "name", "status", "runner", "backend", "elapsed", "step", "samples/s")
 LABELS = ("", "ID", "NAME", "STATUS", "RUNNER", "BACKEND", "ELAPSED", "STEP", "SAMPLES/S")
+# Columns whose text changes while a run goes on get a fixed width, so the table does not jitter;
+# the others size to their content.
+LIVE_WIDTHS = {"status": 12, "elapsed": 7, "step": 11, "samples/s": 9}
 
 
 class RunsTable(DataTable):
@@ -28,7 +31,7 @@ class RunsTable(DataTable):
         self._shown: dict[str, tuple[str, ...]] = {}
         self._order: list[str] = []
         for key, label in zip(COLUMNS, LABELS, strict=True):
-            self.add_column(label, key=key)
+            self.add_column(label, key=key, width=LIVE_WIDTHS.get(key))
 
     @property
     def selected_id(self) -> str | None:
@@ -55,7 +58,7 @@ class RunsTable(DataTable):
                 continue
             for column, value, before in zip(COLUMNS, cells, old or (None,) * len(cells), strict=True):
                 if value != before:
-                    self.update_cell(run_id, column, value, update_width=True)
+                    self.update_cell(run_id, column, value)
             self._shown[run_id] = cells
 
 

@@ -1,5 +1,6 @@
 """Runner overhead: the same model and batches stepped by the bundled runner and by a minimal hand-written
-loop, on eager CPU and on XLA (CPU PJRT), side by side in one run.
+loop, on eager CPU and on XLA (CPU PJRT), and on CUDA where there is a GPU (`--devices cuda`), side by side
+in one run.
 
 Both loops run in the same process per device, alternately (runner, minimal, runner, ...), so the process-
 to-process spread of this machine (allocator state, CPU placement, neighbours: +-15% between identical
@@ -45,7 +46,7 @@ def minimal():
     args = build_parser().parse_args(flags)
     task = {task}(); data = task.prepare_data(args); torch.manual_seed(args.seed)
     model = task.build_model(args, data)
-    dev = torch_xla.device() if xla else torch.device("cpu")
+    dev = torch_xla.device() if xla else torch.device(device)
     model.to(dev); task.after_move(model); model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
@@ -53,17 +54,22 @@ def minimal():
     tensors = torch.utils.data.TensorDataset(*[torch.from_numpy(data.train[n]) for n in names])
     loader = torch.utils.data.DataLoader(tensors, batch_size=args.batch_size, shuffle=True, drop_last=True)
     loader = pl.MpDeviceLoader(loader, dev) if xla else loader
-    sync = xm.wait_device_ops if xla else (lambda: None)
-    for i, values in enumerate(loader):
-        if i == warm:
-            sync(); start = time.perf_counter()
-        loss = task.loss(model, dict(zip(names, values)))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step(); opt.zero_grad(set_to_none=True)
-        if i + 1 == args.steps:
-            break
+    sync = xm.wait_device_ops if xla else torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    i = 0
+    while i < args.steps:  # as many epochs as the steps need, as the runner does
+        for values in loader:
+            if i == warm:
+                sync(); start = time.perf_counter()
+            if not xla:
+                values = [v.to(dev, non_blocking=True) for v in values]
+            loss = task.loss(model, dict(zip(names, values)))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step(); opt.zero_grad(set_to_none=True)
+            i += 1
+            if i == args.steps:
+                break
     if xla:
         torch_xla.sync()
     sync()
@@ -169,7 +175,12 @@ def main() -> None:
         runner_times, minimal_times, result = times["runner"], times["minimal"], times["result"]
         best_runner, best_minimal = min(runner_times), min(minimal_times)
         paired = statistics.median(r / m for r, m in zip(runner_times, minimal_times, strict=True))
-        mfu = result["flops_per_sample"] * opts.batch_size / best_runner / peak
+        # On a GPU the runner's own MFU (its data-sheet peak); elsewhere against the matmul peak here.
+        mfu = (
+            result["mfu"]
+            if device == "cuda"
+            else result["flops_per_sample"] * opts.batch_size / best_runner / peak
+        )
         print(
             f"{device:<8}{best_runner:>15.4f}{best_minimal:>16.4f}{best_runner / best_minimal:>12.3f}"
             f"{paired:>13.3f}{mfu:>8.4f}"

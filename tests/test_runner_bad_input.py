@@ -157,3 +157,36 @@ def test_argument_errors_come_before_importing_torch(tmp_path):
     )
     assert proc.returncode == 2
     assert not re.search(r"\|\s+torch$", proc.stderr, re.MULTILINE)
+
+
+def test_resuming_a_run_already_at_its_steps_is_refused_and_keeps_its_result(tmp_path):
+    ok = run_runner(
+        "bert",
+        "--synthetic",
+        "--device",
+        "cpu",
+        "--steps",
+        "4",
+        "--log-every",
+        "2",
+        "--save-every",
+        "4",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert ok.returncode == 0, ok.stderr
+    before = (tmp_path / "result.json").read_text()
+    again = run_runner(
+        "bert",
+        "--synthetic",
+        "--device",
+        "cpu",
+        "--steps",
+        "3",
+        "--resume",
+        "auto",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert_usage_error(again, "--resume", "checkpoint is at step 4", "raise --steps")
+    assert (tmp_path / "result.json").read_text() == before

@@ -117,6 +117,9 @@ class Trainer:
             exit_code = 0 if status == "completed" else 128 + signal.SIGTERM
         except KeyboardInterrupt:
             status, exit_code = "stopped", 130
+        except UsageError:
+            self.outputs.close()  # a mistake found while building: the earlier run's result.json stays
+            raise
         except BaseException as exc:
             self.outputs.event(
                 "status", getattr(self, "step", 0), state="failed", error=f"{type(exc).__name__}: {exc}"
@@ -176,6 +179,11 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
             torch.set_rng_state(state["torch_rng"])
             self.step = int(state["step"])
+            if self.step >= self.total_steps:
+                raise UsageError(
+                    f"--resume: the checkpoint is at step {self.step}, already at the {self.total_steps} steps "
+                    "asked for; raise --steps (or --epochs) to train further"
+                )
         self.start_step = self.step
         self.train_model = model
         if rt.distributed and not rt.is_xla:

@@ -181,8 +181,8 @@ class Trainer:
             self.step = int(state["step"])
             if self.step >= self.total_steps:
                 raise UsageError(
-                    f"--resume: the checkpoint is at step {self.step}, already at the {self.total_steps} steps "
-                    "asked for; raise --steps (or --epochs) to train further"
+                    f"--resume: the checkpoint is at step {self.step}, already at the {self.total_steps} "
+                    "steps asked for; raise --steps (or --epochs) to train further"
                 )
         self.start_step = self.step
         self.train_model = model

@@ -64,6 +64,7 @@ class TrnConsoleApp(App):
         self._new_lines: deque[list[str]] = deque()
         self._theme_name = theme or DEFAULT_THEME
         self._keymap = keymap or {}
+        self._theme_warning = self._choose_theme()
 
     # ---- set-up ----
 
@@ -93,17 +94,22 @@ class TrnConsoleApp(App):
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return {**super().get_theme_variable_defaults(), **VARIABLE_DEFAULTS}
 
-    def on_mount(self) -> None:
+    def _choose_theme(self) -> str | None:
+        """Register the theme files and set the chosen theme before the first screen is styled (switching
+        after it would restyle everything once more); returns a warning for an unknown name."""
         for theme in discover_themes():
             self.register_theme(theme)
+        warning = None
         if self._theme_name not in self.available_themes:
             known = ", ".join(sorted(self.available_themes))
-            self.notify(
-                f"theme {self._theme_name!r} not found; using {DEFAULT_THEME}. Known: {known}",
-                severity="warning",
-            )
+            warning = f"theme {self._theme_name!r} not found; using {DEFAULT_THEME}. Known: {known}"
             self._theme_name = DEFAULT_THEME
         self.theme = self._theme_name
+        return warning
+
+    def on_mount(self) -> None:
+        if self._theme_warning:
+            self.notify(self._theme_warning, severity="warning")
         if self._keymap:
             self.set_keymap(self._keymap)
         self.call_after_refresh(self._refresh_records)  # the run store is opened after the first frame

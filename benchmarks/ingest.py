@@ -4,7 +4,10 @@ events.
 
 Goals: >= 300,000 events/s for both paths; peak RSS <= 150 MB after 10,000,000 events.
 
-    python benchmarks/ingest.py [--lines 1000000] [--rss-events N]
+    python benchmarks/ingest.py [--lines 1000000] [--rss-events N] [--breakdown]
+
+--breakdown also times the parsers alone and their floors (orjson.loads, str.split), in the same run, and
+prints where a line's time goes.
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trnconsole.core.metrics import RunMetrics
+from trnconsole.core.parsers import JsonlParser, LogLineParser
+
+try:
+    import orjson
+except ImportError:  # the parsers fall back to the stdlib scanner; nothing to compare with then
+    orjson = None
 
 GOAL_EVENTS_PER_S = 300_000
 GOAL_RSS_MB = 150
@@ -105,6 +114,14 @@ def bare_json_loads(chunk: list[str]) -> None:
         loads(line)
 
 
+def bare_orjson_loads(chunk: list[str]) -> None:
+    list(map(orjson.loads, chunk))
+
+
+def bare_split(chunk: list[str]) -> None:
+    " ".join(chunk).split()  # how LogLineParser cuts a batch of LOG lines into tokens
+
+
 def rss_child(n: int) -> None:
     """Runs in a fresh interpreter: feed n metrics.jsonl events through RunMetrics, print peak RSS in KiB."""
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -120,6 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000, help="lines per throughput measurement")
     parser.add_argument("--rss-events", type=int, help="events for the memory measurement (10 x --lines)")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also time the parsers alone and their floors"
+    )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
@@ -133,29 +153,39 @@ def main() -> None:
     rss = measure_rss(rss_events)
 
     jsonl_metrics, log_metrics = RunMetrics(), RunMetrics()
-    totals = timed_side_by_side(
-        n,
-        {
-            "bare": ("jsonl", bare_json_loads),
-            "jsonl": ("jsonl", jsonl_metrics.feed_jsonl_lines),
-            "log": ("log", log_metrics.feed_log_lines),
-        },
-    )
+    paths = {
+        "bare": ("jsonl", bare_json_loads),
+        "jsonl": ("jsonl", jsonl_metrics.feed_jsonl_lines),
+        "log": ("log", log_metrics.feed_log_lines),
+    }
+    if orjson is not None:
+        paths["orjson"] = ("jsonl", bare_orjson_loads)
+    if args.breakdown:
+        paths["jsonl parse"] = ("jsonl", JsonlParser().parse_batch)
+        paths["split"] = ("log", bare_split)
+        paths["log parse"] = ("log", LogLineParser().parse_batch)
+    totals = timed_side_by_side(n, paths)
     assert jsonl_metrics.last_step == n - 1 and jsonl_metrics.malformed == 0, jsonl_metrics.summary()
     assert log_metrics.last_step == n and log_metrics.malformed == 0, log_metrics.summary()
-    bare_rate, jsonl_rate, log_rate = (lines / seconds for lines, seconds in totals.values())
+    rate = {name: lines / seconds for name, (lines, seconds) in totals.items()}
+    bare_rate = rate["bare"]
 
     def verdict(ok: bool) -> str:
         return "ok" if ok else "MISSED"
 
     print(f"{'path':<46}{'events/s':>12}{'vs json.loads':>15}   goal")
     print(f"{'bare json.loads loop (metrics.jsonl)':<46}{bare_rate:>12,.0f}{1.0:>14.2f}x")
-    for name, rate in (
-        ("JsonlParser + series (feed_jsonl_lines)", jsonl_rate),
-        ("LogLineParser + series (feed_log_lines)", log_rate),
+    if "orjson" in rate:
+        name = "bare orjson.loads loop (metrics.jsonl)"
+        print(f"{name:<46}{rate['orjson']:>12,.0f}{rate['orjson'] / bare_rate:>14.2f}x")
+    for name, path in (
+        ("JsonlParser + series (feed_jsonl_lines)", "jsonl"),
+        ("LogLineParser + series (feed_log_lines)", "log"),
     ):
-        goal = f">= {GOAL_EVENTS_PER_S:,}/s {verdict(rate >= GOAL_EVENTS_PER_S)}"
-        print(f"{name:<46}{rate:>12,.0f}{rate / bare_rate:>14.2f}x   {goal}")
+        goal = f">= {GOAL_EVENTS_PER_S:,}/s {verdict(rate[path] >= GOAL_EVENTS_PER_S)}"
+        print(f"{name:<46}{rate[path]:>12,.0f}{rate[path] / bare_rate:>14.2f}x   {goal}")
+    if args.breakdown:
+        print_breakdown({name: 1e9 / r for name, r in rate.items()})
 
     peak_mb, start_mb, rss_seconds = rss
     print(
@@ -163,6 +193,29 @@ def main() -> None:
         f"{peak_mb:.1f} MB (at its start: {start_mb:.1f} MB)   "
         f"goal <= {GOAL_RSS_MB} MB {verdict(peak_mb <= GOAL_RSS_MB)}"
     )
+
+
+def print_breakdown(ns: dict[str, float]) -> None:
+    """Where a line's time goes, in ns, from the paths timed side by side."""
+    budget = 1e9 / GOAL_EVENTS_PER_S
+    floor_jsonl = ns.get("orjson", ns["bare"])
+    rows = [
+        ("decoding alone: orjson.loads | str.split", floor_jsonl, ns["split"]),
+        (
+            "the rest of the parser (parse_batch - the above)",
+            ns["jsonl parse"] - floor_jsonl,
+            ns["log parse"] - ns["split"],
+        ),
+        (
+            "series and run state (feed - parse_batch)",
+            ns["jsonl"] - ns["jsonl parse"],
+            ns["log"] - ns["log parse"],
+        ),
+        ("total (feed_*_lines)", ns["jsonl"], ns["log"]),
+    ]
+    print(f"\n{'ns per line (goal: ' + f'{budget:,.0f} in all)':<52}{'metrics.jsonl':>14}{'LOG':>10}")
+    for name, jsonl, log in rows:
+        print(f"{name:<52}{jsonl:>14,.0f}{log:>10,.0f}")
 
 
 def measure_rss(events: int) -> tuple[float, float, float]:

@@ -658,6 +658,9 @@ ODD_LOG_LINES = [
     "LOG without a step tuple",
     "LOG t - (0, 1)",
     "LOG (x) - (0, 1) step_loss : 1.0",
+    "LOG LOG - (0, 2) step_loss : 1.0",  # a time that is `LOG`
+    "LOG t - (0, 3) step_loss : 1.0 LOG t - (0, 4) step_loss : 2.0",  # two lines run together
+    "LOG t - (0, 5) step_loss : tensor(1.0)",
     "LOG t - ( 2 ,  31 )  step_loss: nan, learning_rate :4.0e-04",
     "[default0]:LOG t - (0, 9) step_loss : 0.5",
     "\x1b[32mLOG t - (0, 8) step_loss : 0.5\x1b[0m",
@@ -738,3 +741,22 @@ def test_log_batch_path_with_user_regexes_reads_line_by_line() -> None:
     regex = MetricRegex.from_spec(r"x=x=(\S+)")
     batch = LogLineParser([regex]).parse_batch([LOG_STEP, "x=2.5"])
     assert normalized(batch) == normalized(LogLineParser([regex]).parse_rows([LOG_STEP, "x=2.5"]))
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # As many tokens in all as three lines of the first one's length, split otherwise.
+        ["LOG t - (0, 1) a : 1 b : 2", "LOG t - (0, 2) a : 1", "LOG t - (0, 3) a : 1 b : 2 c : 3"],
+        ["LOG t - (0, 1) a : 1 LOG : 2", "LOG t - (0, 2) a : 1 LOG : 2"],
+        ["LOG LOG - (0, 1) a : 1", "LOG t - (0, 2) a : 1"],
+        ["LOG t - (0, 1) a : 1", "LOG t - (0, 2) a : 1 LOG", "t - (0, 3) a : 1"],
+        ["LOG t) - (0, 1) a : 1", "LOG t - (0, 2) a : 1"],
+        ["LOG t - (0, 1) a : 1", "LOG t - (0, 2)) a : 1", "LOG t - (0, +3) a : 1", "LOG t - (0, 1_0) a : 1"],
+        [" LOG t - (0, 1) a : 1", "\x1cLOG t - (0, 2) a : 1"],
+    ],
+)
+def test_log_lines_that_only_look_alike_read_as_one_by_one(lines: list[str]) -> None:
+    columns, rows = LogLineParser(), LogLineParser()
+    assert normalized(columns.parse_batch(lines)) == normalized(rows.parse_rows(lines))
+    assert (columns.step, columns.malformed, columns.events) == (rows.step, rows.malformed, rows.events)

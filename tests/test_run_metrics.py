@@ -9,11 +9,14 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_parsers import jsonl_batches, log_batches
 
 from trn_harness import outputs
 from trnconsole.core.events import Event
 from trnconsole.core.metrics import RunMetrics
-from trnconsole.core.parsers import JsonlParser, MetricRegex
+from trnconsole.core.parsers import JsonlParser, LogLineParser, MetricRegex
 from trnconsole.core.tail import FileTail
 
 STARTED = dict(
@@ -249,3 +252,81 @@ def test_a_resumed_run_starting_again_clears_the_earlier_failure() -> None:
         ]
     )
     assert (metrics.state, metrics.error, metrics.total_steps) == ("started", None, 50)
+
+
+# ---- the batch paths against the event path ----
+
+
+def run_state(metrics: RunMetrics) -> str:
+    """Everything a run's metrics hold but the malformed count, as text that tells NaN, ints and floats
+    apart: the summary and the state of every series, down to its buckets and the floats its mean sums."""
+    series = metrics.series
+    names = series.names()  # folds what is queued
+    summary = metrics.summary()
+    del summary["malformed_lines"]
+    return repr(
+        [
+            summary,
+            metrics.eta_seconds(),
+            metrics.checkpoints,
+            sorted(metrics.started_info.items()),
+            metrics.reported_summary,
+            names,
+            [sorted(vars(series[name]).items()) for name in names],
+        ]
+    )
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=jsonl_batches(), capacity=st.sampled_from([2, 3, 16, 2048]))
+def test_metrics_jsonl_lines_in_batches_match_their_events_fed_one_batch_at_a_time(
+    batches: list[list[str]], capacity: int
+) -> None:
+    from_lines, from_events = RunMetrics(capacity=capacity), RunMetrics(capacity=capacity)
+    parser = JsonlParser()
+    for batch in batches:
+        from_lines.feed_jsonl_lines(batch)
+        from_events.feed(parser.feed_lines(batch))
+    assert run_state(from_lines) == run_state(from_events)
+    assert from_lines.malformed == parser.malformed
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=log_batches(), capacity=st.sampled_from([2, 3, 16, 2048]))
+def test_metrics_log_lines_in_batches_match_their_events_fed_one_batch_at_a_time(
+    batches: list[list[str]], capacity: int
+) -> None:
+    from_lines, from_events = RunMetrics(capacity=capacity), RunMetrics(capacity=capacity)
+    parser = LogLineParser()
+    for batch in batches:
+        from_lines.feed_log_lines(batch)
+        from_events.feed(parser.feed_lines(batch))
+    assert run_state(from_lines) == run_state(from_events)
+    assert from_lines.malformed == parser.malformed
+
+
+def test_a_long_run_of_runner_lines_matches_its_events(writer: outputs.RunOutputs) -> None:
+    """Thousands of steps: the series fold many times and their buckets merge, on both paths alike."""
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        writer.event("status", 0, state="started", **STARTED)
+        for step in range(1, 5000):
+            fields = step_fields(step % 40 + 1, 100.0 + step % 7)
+            writer.event("step", step, epoch=step // 1000, **fields)
+            writer.log_line(step // 1000, step, fields)
+            if step % 700 == 0:
+                writer.event("eval", step, loss=0.5, accuracy=0.75)
+                writer.event("checkpoint", step, path=f"/ck/{step}")
+    writer.close()
+    jsonl = (writer.output_dir / "metrics.jsonl").read_text().splitlines()
+    log = stdout.getvalue().splitlines()
+    for feed, lines, parser in (
+        ("feed_jsonl_lines", jsonl, JsonlParser()),
+        ("feed_log_lines", log, LogLineParser()),
+    ):
+        from_lines, from_events = RunMetrics(capacity=64), RunMetrics(capacity=64)
+        for at in range(0, len(lines), 1500):
+            getattr(from_lines, feed)(lines[at : at + 1500])
+            from_events.feed(parser.feed_lines(lines[at : at + 1500]))
+        assert run_state(from_lines) == run_state(from_events)
+        assert from_lines.series["loss"].count == 4999

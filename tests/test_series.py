@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from itertools import cycle, islice
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trnconsole.core.events import Event
+from trnconsole.core.parsers import StepColumns
 from trnconsole.core.series import Series, SeriesSet
 
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -256,3 +258,85 @@ def test_a_copy_is_independent_of_the_original():
     assert (copy.count, copy.last, copy.min, copy.max) == (20, 19.0, 0.0, 19.0)
     assert copy.points() != original.points()
     assert original.count == 200 and original.min == -199.0
+
+
+@PROPERTY
+@given(
+    ys=st.lists(
+        st.sampled_from([0, 1, 1.0, 2, 2.0, -1.0, -1, 0.5, math.nan, math.inf]), min_size=1, max_size=300
+    ),
+    capacity=st.integers(2, 16),
+    batch=st.sampled_from([0, 1, 3, 50, 1000]),
+)
+def test_min_and_max_are_the_first_of_equal_values_added_however_they_are_folded(
+    ys: list[float], capacity: int, batch: int
+) -> None:
+    series = Series(capacity)
+    fill(series, [float(i) for i in range(len(ys))], ys, batch)
+    rest = finite(ys[1:])
+    low, high = (min(rest), max(rest)) if rest else (None, None)
+    first = ys[0]
+    if math.isfinite(first):  # the first point wins only when strictly beyond the rest
+        low = first if low is None or first < low else low
+        high = first if high is None or first > high else high
+    assert repr(series.min) == repr(low)  # 1 and 1.0 told apart
+    assert repr(series.max) == repr(high)
+    if len(ys) > 1:
+        assert repr(series.max_excluding_first) == repr(max(rest) if rest else None)
+
+
+def series_state(series: SeriesSet) -> str:
+    names = series.names()
+    return repr([names, [sorted(vars(series[name]).items()) for name in names]])
+
+
+@st.composite
+def step_batches(draw: st.DrawFn) -> list[list]:
+    """Batches of rows and StepColumns, with eval, compile and status events between them."""
+    batches = []
+    step = 0
+    for _ in range(draw(st.integers(1, 6))):
+        batch: list = []
+        for _ in range(draw(st.integers(0, 5))):
+            roll = draw(st.integers(0, 5))
+            if roll < 3:
+                names = tuple(
+                    draw(st.lists(st.sampled_from(["loss", "lr", "eval_loss"]), unique=True, max_size=3))
+                )
+                count = draw(st.integers(1, 700))
+                # A few drawn values repeated to the length: long columns, drawn quickly.
+                columns = [
+                    list(islice(cycle(draw(st.lists(values, min_size=1, max_size=9))), count)) for _ in names
+                ]
+                ts = draw(st.one_of(st.none(), st.just([1.0] * count)))
+                batch.append(StepColumns(list(range(step, step + count)), ts, names, columns))
+                step += count
+            elif roll == 3:
+                batch.append(
+                    ("step", draw(st.one_of(st.none(), st.just(step))), {"loss": 1.0, "mfu": 0.5}, None, {})
+                )
+                step += 1
+            else:
+                kind = draw(st.sampled_from(["eval", "compile", "status"]))
+                batch.append((kind, draw(st.one_of(st.none(), st.just(step))), {"loss": 2.0}, None, {}))
+        batches.append(batch)
+    return batches
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=step_batches(), capacity=st.sampled_from([2, 5, 64]))
+def test_step_columns_fill_the_same_series_as_their_rows(batches: list[list], capacity: int) -> None:
+    from_columns, from_rows = SeriesSet(capacity), SeriesSet(capacity)
+    for batch in batches:
+        from_columns.add_batch(batch)
+        rows = [row for item in batch for row in (item.rows() if isinstance(item, StepColumns) else [item])]
+        from_rows.add_rows(rows)
+    assert series_state(from_columns) == series_state(from_rows)
+
+
+def test_ints_beyond_float_range_count_as_infinite() -> None:
+    for ys in ([10**400, 5], [5, -(10**400), 2.5], [2**1024 - 2**970, 1]):
+        series = Series()
+        series.extend(list(range(len(ys))), ys)
+        assert series.nonfinite == 1
+        assert series.max == max(v for v in ys if abs(v) < 2**1023)

@@ -60,8 +60,7 @@ _BLANK = object()  # a metrics.jsonl line with nothing on it
 _BAD = object()  # one that is not JSON
 # orjson reads an integer beyond 64 bits as a float, where json keeps an exact int.
 _INT64 = 2.0**63
-_SUB_BATCH = 512  # LOG lines split at a time: their token lists never add up to a garbage collection
-_STEP, _T = itemgetter("step"), itemgetter("t")
+_SUB_BATCH = 512  # lines the batch paths read at a time: their objects stay in the CPU cache
 
 # Names other formats use for our canonical metrics (see events.STEP_METRICS).
 LOG_NAMES = {"step_loss": "loss", "learning_rate": "lr", "throughput": "samples_per_s"}
@@ -79,9 +78,8 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 # `LOG <time> - (<epoch>, <step>)`; the time never holds parentheses, so no backtracking across the fields.
 _LOG_HEAD = re.compile(r"LOG\s[^()]*\(\s*(-?\d{1,18})\s*,\s*(-?\d{1,18})\s*\)")
 _LOG_FIELD = re.compile(r"([A-Za-z_][\w./-]*)\s*:\s*([^\s:,;]+)")
-# The `(<epoch>,` and `<step>)` tokens of a LOG line split at whitespace, as _LOG_HEAD reads them.
+# The `(<epoch>,` token of a LOG line split at whitespace, as _LOG_HEAD reads it.
 _EPOCH_TOKEN = re.compile(r"\(-?\d{1,18},")
-_STEP_TOKENS = re.compile(r"-?\d{1,18}\)(?:\n-?\d{1,18}\))*")
 _HF_ITEM = re.compile(
     r"""\s*(['"])((?:(?!\1).)*)\1\s*:\s*"""
     r"""(?:(['"])((?:(?!\3).)*)\3|([A-Za-z_][\w.]*\([^()]*\)|[^,'"{}\[\]()]+?))\s*(?:,|$)"""
@@ -131,22 +129,25 @@ class JsonlParser:
     def parse_batch(self, lines: Iterable[str]) -> Batch:
         """`parse_rows`, with each run of step lines that hold only numbers as one `StepColumns`."""
         lines = lines if type(lines) is list else list(lines)
-        n = len(lines)
-        records = _load_json(lines)
-        try:
-            kinds = list(map(dict.get, records, repeat("kind")))
-        except TypeError:  # a line that is not a JSON object
-            kinds = [record.get("kind") if type(record) is dict else None for record in records]
-        others = [] if kinds.count("step") == n else list(compress(range(n), map(ne, kinds, repeat("step"))))
         out: Batch = []
-        malformed = start = 0
-        for end in (*others, n):
-            if end > start:
-                malformed += _step_records_into(records[start:end], lines[start:end], out)
-            if end < n:
-                malformed += _rows_into(records[end : end + 1], lines[end : end + 1], out)
-            start = end + 1
-        self.lines += n
+        malformed = 0
+        for at in range(0, len(lines), _SUB_BATCH):
+            chunk = lines[at : at + _SUB_BATCH]
+            n = len(chunk)
+            records = _load_json(chunk)
+            try:
+                kinds = list(map(dict.get, records, repeat("kind")))
+            except TypeError:  # a line that is not a JSON object
+                kinds = [record.get("kind") if type(record) is dict else None for record in records]
+            others = [] if kinds.count("step") == n else compress(range(n), map(ne, kinds, repeat("step")))
+            start = 0
+            for end in (*others, n):
+                if end > start:
+                    malformed += _step_records_into(records[start:end], chunk[start:end], out)
+                if end < n:
+                    malformed += _rows_into(records[end : end + 1], chunk[end : end + 1], out)
+                start = end + 1
+        self.lines += len(lines)
         self.malformed += malformed
         return out
 
@@ -257,13 +258,15 @@ def _step_columns(records: list[dict[str, Any]]) -> StepColumns | None:
     first = records[0]
     if "t" not in first or "step" not in first:
         return None
-    names = tuple(name for name in first if name != "kind" and name != "t" and name != "step")
+    keys = tuple(first)
     try:
-        steps = list(map(_STEP, records))
-        ts = list(map(_T, records))
-        columns = [list(map(itemgetter(name), records)) for name in names]
+        fields = list(map(list, zip(*map(itemgetter(*keys), records), strict=True)))
     except KeyError:  # the same number of fields, not the same ones
         return None
+    by_key = dict(zip(keys, fields, strict=True))
+    del by_key["kind"]
+    steps, ts = by_key.pop("step"), by_key.pop("t")
+    names, columns = tuple(by_key), list(by_key.values())
     check = _orjson_loads is not None
     if set(map(type, steps)) != _INT_TYPE or not _numbers(ts, check):
         return None
@@ -288,9 +291,10 @@ def _numbers(column: list[Any], check_int64: bool) -> bool:
     if not check_int64 or float not in types:
         return True
     try:
-        # At least the largest magnitude, in C over plain floats (orjson gives no NaN or inf).
+        # At least the largest magnitude, in one pass in C. NaN and inf (json's NaN and Infinity, on lines
+        # orjson refuses) fail it too: such columns take the row path.
         return hypot(*column) < _INT64
-    except OverflowError:  # an int beyond a double, which json read for orjson
+    except OverflowError:  # an int beyond a double, on a line orjson refused
         return False
 
 
@@ -401,27 +405,18 @@ class LogLineParser:
         if self.metric_regexes:  # a user regex may match any line: each one goes through _match_user
             return list(self.parse_rows(lines))
         lines = lines if type(lines) is list else list(lines)
-        n = len(lines)
-        plain = list(map(str.startswith, lines, repeat("LOG ")))
-        text = "".join(lines)
-        if "\x1b" in text or "\r" in text:
-            plain = [line.startswith("LOG ") and "\x1b" not in line and "\r" not in line for line in lines]
         out: Batch = []
-        malformed = events = start = 0
-        for fast, group in groupby(plain):
-            end = start + len(list(group))
-            if fast:
-                bad, made = self._log_lines_into(lines[start:end], out)
+        malformed = 0
+        for at in range(0, len(lines), _SUB_BATCH):
+            chunk = lines[at : at + _SUB_BATCH]
+            block = self._uniform_log_columns(chunk)
+            if block is None:
+                malformed += self._mixed_lines_into(chunk, out)
             else:
-                made = len(out)
-                bad = self._parse_into(lines[start:end], out)[1]
-                made = len(out) - made
-            malformed += bad
-            events += made
-            start = end
-        self.lines += n
+                _append_block(out, block)
+        self.lines += len(lines)
         self.malformed += malformed
-        self.events += events
+        self.events += sum(len(item) if type(item) is StepColumns else 1 for item in out)
         return out
 
     def _parse_into(self, lines: Iterable[str], out: list[Any]) -> tuple[int, int]:
@@ -458,66 +453,117 @@ class LogLineParser:
                 malformed += self._match_user(line, out)
         return n, malformed
 
-    def _log_lines_into(self, lines: list[str], out: Batch) -> tuple[int, int]:
-        """Appends the events of lines that start with `LOG `, runs of one shape as columns; returns
-        (malformed lines, events)."""
-        malformed = events = 0
-        for at in range(0, len(lines), _SUB_BATCH):
-            chunk = lines[at : at + _SUB_BATCH]
-            tokens = list(map(str.split, chunk))
-            widths = list(map(len, tokens))
-            if widths.count(widths[0]) == len(widths):
-                ends: Iterable[int] = (len(chunk),)
-            else:
-                ends = accumulate(len(list(group)) for _, group in groupby(widths))
-            start = 0
-            for end in ends:
-                block = self._log_columns(tokens[start:end], widths[start])
-                if block is None:
-                    made = len(out)
-                    malformed += self._parse_into(chunk[start:end], out)[1]
-                    events += len(out) - made
-                else:
-                    _append_block(out, block)
-                    events += end - start
-                start = end
-        return malformed, events
+    def _uniform_log_columns(self, lines: list[str]) -> StepColumns | None:
+        """Lines that all start with `LOG ` and split into as many tokens as the first: as columns, from
+        one split of them all; None when they are anything else."""
+        text = " ".join(lines)
+        count = len(lines)
+        if "\x1b" in text or "\r" in text:
+            return None
+        if list(map(str.startswith, lines, repeat("LOG "))).count(True) != count:
+            return None
+        width = len(lines[0].split())
+        tokens = text.split()
+        # Each line starts with a "LOG" token. _log_columns finds one every `width` tokens and no others:
+        # those are then where the lines start, so each line is `width` tokens long.
+        if len(tokens) != width * count or tokens[::width].count("LOG") != count:
+            return None
+        return self._log_columns(tokens, count, width)
 
-    def _log_columns(self, tokens: list[list[str]], width: int) -> StepColumns | None:
-        """LOG step lines split at whitespace, each `width` tokens long, as columns when every line has the
-        first one's shape (the same field names, in the same places) and `_parse_log` would read it
-        whole; else None."""
-        first = tokens[0]
-        # _LOG_HEAD's `[^()]*` ends at the first parenthesis: it must open the `(<epoch>,` token.
-        head = next((at for at in range(1, width) if "(" in first[at] or ")" in first[at]), 0)
+    def _mixed_lines_into(self, lines: list[str], out: Batch) -> int:
+        """Appends the events of these lines, runs of LOG lines of one shape as columns; returns how many
+        lines were malformed."""
+        text = "".join(lines)
+        if "\x1b" in text or "\r" in text:
+            plain = [line.startswith("LOG ") and "\x1b" not in line and "\r" not in line for line in lines]
+        else:
+            plain = list(map(str.startswith, lines, repeat("LOG ")))
+        malformed = start = 0
+        for fast, group in groupby(plain):
+            end = start + len(list(group))
+            if fast:
+                malformed += self._log_lines_into(lines[start:end], out)
+            else:
+                malformed += self._parse_into(lines[start:end], out)[1]
+            start = end
+        return malformed
+
+    def _log_lines_into(self, lines: list[str], out: Batch) -> int:
+        """Appends the events of lines that start with `LOG `, runs of one width as columns where they have
+        one shape; returns how many lines were malformed."""
+        tokens = list(map(str.split, lines))
+        widths = list(map(len, tokens))
+        if widths.count(widths[0]) == len(widths):
+            ends: Iterable[int] = (len(lines),)
+        else:
+            ends = accumulate(len(list(group)) for _, group in groupby(widths))
+        malformed = start = 0
+        for end in ends:
+            flat = list(chain.from_iterable(tokens[start:end]))
+            block = self._log_columns(flat, end - start, widths[start])
+            if block is None:
+                malformed += self._parse_into(lines[start:end], out)[1]
+            else:
+                _append_block(out, block)
+            start = end
+        return malformed
+
+    def _log_columns(self, tokens: list[str], count: int, width: int) -> StepColumns | None:
+        """The tokens of `count` LOG lines, `width` each, as columns when every line has the first one's
+        shape (the same field names in the same places) and `_parse_log` would read it whole; else None.
+        Beyond the first token of each line, none is `LOG`."""
+        first = tokens[:width]
+        head = next((at for at in range(1, width) if "(" in first[at]), 0)
         fields = width - head - 2
         if not head or fields < 3 or fields % 3:
             return None
-        kind, renamed = self._kind_and_names(tuple(first[head + 2 :: 3]))
-        if kind != "step" or "epoch" in renamed or len(set(renamed)) != len(renamed):
+        names = first[head + 2 :: 3]
+        kind, renamed = self._kind_and_names(tuple(names))
+        if kind != "step" or "epoch" in renamed or len(set(renamed)) != len(renamed) or "LOG" in names:
             return None  # a line that is not a step, or a field the epoch or another field overwrites
-        count = len(tokens)
-        flat = list(chain.from_iterable(tokens))
         for at in range(1, head):
-            text = "".join(flat[at::width])
-            if "(" in text or ")" in text:
+            # _LOG_HEAD's `[^()]*` must end at the `(<epoch>,` token.
+            text = "".join(tokens[at::width])
+            if "(" in text or ")" in text or "LOG" in text:
                 return None
-        epoch_tokens = flat[head::width]
-        distinct = set(epoch_tokens)  # an epoch spans many steps: a few values to check
-        epoch_of = {token: int(token[1:-1]) for token in distinct if _EPOCH_TOKEN.fullmatch(token)}
-        step_text = "\n".join(flat[head + 1 :: width])
-        if len(epoch_of) != len(distinct) or not _STEP_TOKENS.fullmatch(step_text):
+        epochs = tokens[head::width]
+        if epochs.count(epochs[0]) == count:  # nearly always: a run is within one epoch
+            if not _EPOCH_TOKEN.fullmatch(epochs[0]):
+                return None
+            epoch_column = [int(epochs[0][1:-1])] * count
+        else:
+            distinct = set(epochs)
+            epoch_of = {token: int(token[1:-1]) for token in distinct if _EPOCH_TOKEN.fullmatch(token)}
+            if len(epoch_of) != len(distinct):
+                return None
+            epoch_column = list(map(epoch_of.__getitem__, epochs))
+        # The `<step>)` tokens, each `-?\d{1,18}\)` as _LOG_HEAD reads it: one ")" each, at its end, and
+        # before it what int() reads without a sign or underscore (\d and int() agree on what a digit is).
+        step_text = "\n".join(tokens[head + 1 :: width])
+        if (
+            step_text.count(")") != count
+            or step_text.count(")\n") != count - 1
+            or step_text[-1] != ")"
+            or "+" in step_text
+            or "_" in step_text
+        ):
+            return None
+        digits = step_text[:-1].split(")\n")
+        if max(map(len, digits)) > 18:
             return None
         columns = []
         try:
-            for at, name in zip(range(head + 2, width, 3), first[head + 2 :: 3], strict=True):
-                if flat[at::width].count(name) != count or flat[at + 1 :: width].count(":") != count:
+            steps = list(map(int, digits))
+            for at, name in zip(range(head + 2, width, 3), names, strict=True):
+                # Tokens hold no newline: joined by one, they are all `name` when the texts are equal.
+                if "\n".join(tokens[at::width]) != name + f"\n{name}" * (count - 1):
                     return None
-                columns.append(list(map(float, flat[at + 2 :: width])))
-        except ValueError:  # _parse_log then reads the fields one by one
+                if tokens[at + 1 :: width].count(":") != count:
+                    return None
+                columns.append(list(map(float, tokens[at + 2 :: width])))
+        except ValueError:  # not a step number, or a value _parse_log would read field by field
             return None
-        columns.append(list(map(epoch_of.__getitem__, epoch_tokens)))
-        steps = list(map(int, step_text.replace(")", "").split("\n")))
+        columns.append(epoch_column)
         self.step = steps[-1]
         return StepColumns(steps, None, (*renamed, "epoch"), columns)
 

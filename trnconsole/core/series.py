@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
+from math import hypot
 from operator import add, attrgetter, itemgetter
 from typing import Any
 
@@ -26,6 +27,15 @@ def _as_float(value: float) -> float:
         return float(value)
     except OverflowError:
         return _INF if value > 0 else -_INF
+
+
+def _beyond_float(ints: Sequence[int]) -> bool:
+    try:
+        if hypot(*ints) < 1e308:  # at least the largest magnitude, and one C pass instead of max and min
+            return False
+    except OverflowError:
+        pass
+    return max(ints) > _MAX_FLOAT or min(ints) < -_MAX_FLOAT
 
 
 def _finite(values: Sequence[float]) -> list[float]:
@@ -93,7 +103,7 @@ class Series:
             total = sum(ys)
         except OverflowError:  # an int beyond float range among floats
             total = None
-        if total is None or (type(total) is int and (max(ys) > _MAX_FLOAT or min(ys) < -_MAX_FLOAT)):
+        if total is None or (type(total) is int and _beyond_float(ys)):
             ys = [_as_float(v) for v in ys]
             total = sum(ys)
         all_finite = total - total == 0.0  # one NaN or inf anywhere makes the sum non-finite

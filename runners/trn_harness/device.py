@@ -163,6 +163,17 @@ def _setup_xla(world: int, local_rank: int) -> Runtime:
     )
 
 
+def shutdown(runtime: Runtime) -> None:
+    """Tear the process group down before exit: gloo's threads still running at interpreter exit can abort
+    the process (SIGABRT) after a run that finished well."""
+    if not runtime.distributed or runtime.is_xla:
+        return
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def autocast(runtime: Runtime, precision: str) -> contextlib.AbstractContextManager:
     if precision != "autocast-bf16":
         return contextlib.nullcontext()

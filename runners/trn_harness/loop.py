@@ -32,7 +32,10 @@ def main(task: Task, parser: argparse.ArgumentParser, argv: list[str] | None = N
         data = task.prepare_data(args)
         check_data_sizes(args, data)
         runtime = device.setup(args)
-        return Trainer(task, args, data, runtime).run()
+        try:
+            return Trainer(task, args, data, runtime).run()
+        finally:
+            device.shutdown(runtime)
     except UsageError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -30,9 +30,11 @@ def make_app(home: Path, **kwargs) -> TrnConsoleApp:
 
 
 async def settle(pilot, app: TrnConsoleApp, seconds: float = 0.3) -> None:
+    """Until the refresh -> select -> read chain has run out: each step may start the next worker."""
     await pilot.pause(seconds)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+    for _ in range(4):
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.1)
     app.redraw()
     await pilot.pause()
 

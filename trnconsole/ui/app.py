@@ -6,6 +6,7 @@ a timer redraws from it a few times a second, never per event, so a chatty run c
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 
 from ..core.errors import UsageError
 from .screens.dashboard import Dashboard
@@ -150,7 +152,7 @@ class TrnConsoleApp(App):
                 severity=severity,
                 timeout=8,
             )
-        if self.follow_run and self.dashboard is not None and self.dashboard.ready:
+        if self.follow_run and self.dashboard is not None and self.dashboard.ready and self.is_running:
             table = self.dashboard.table
             if self.follow_run in table._order:
                 table.move_cursor(row=table._order.index(self.follow_run))
@@ -204,7 +206,8 @@ class TrnConsoleApp(App):
         while self._new_lines:
             lines.extend(self._new_lines.popleft())
         views = [self.live.view(r, with_series=r.id == self.selected) for r in self.live.records]
-        dashboard.draw(views, self.live.marked, self.clock(), self.host_sample, lines)
+        with contextlib.suppress(NoMatches):  # the app is closing: the dashboard's widgets are gone
+            dashboard.draw(views, self.live.marked, self.clock(), self.host_sample, lines)
 
     def select_run(self, run_id: str | None) -> None:
         self.selected = run_id

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .core.alerts import Alert
+from .core.metrics import headline_eval_metric
 from .core.series import Series
 from .core.store import RunRecord
 from .core.watch import RunWatcher
@@ -144,9 +145,7 @@ class LiveRuns:
                 else {}
             )
             evals = m.last_eval
-            metric = m.started_info.get("eval_metric") or next(
-                (k for k in ("accuracy", "perplexity", "loss") if k in evals), None
-            )
+            metric = headline_eval_metric(m.started_info.get("eval_metric"), evals)
             total = m.total_steps
             if total is None:
                 steps = record.spec.flags.get("steps")

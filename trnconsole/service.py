@@ -17,6 +17,7 @@ from .backends import get_backend
 from .backends.base import Backend
 from .core import paths
 from .core.errors import UsageError
+from .core.metrics import headline_eval_metric
 from .core.parsers import MetricRegex
 from .core.series import SeriesSet
 from .core.spec import (
@@ -285,9 +286,7 @@ class Console:
             if evals:
                 summary["eval"] = evals
         evals = summary.get("eval") or {}
-        metric = summary.get("eval_metric") or next(
-            (m for m in ("accuracy", "perplexity", "loss") if m in evals), None
-        )
+        metric = headline_eval_metric(summary.get("eval_metric"), evals)
         summary["eval_metric"] = metric
         summary["eval_value"] = evals.get(metric) if metric else None
         if summary.get("wall_time_s") is None:

@@ -166,3 +166,9 @@ class RunMetrics:
             "error": self.error,
             "malformed_lines": self.malformed,
         }
+
+
+def headline_eval_metric(declared: str | None, evals: dict[str, float]) -> str | None:
+    """The evaluation metric to show: the one the run declared, else the first of accuracy, perplexity, loss
+    that it reported."""
+    return declared or next((m for m in ("accuracy", "perplexity", "loss") if m in evals), None)

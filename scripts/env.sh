@@ -9,10 +9,13 @@ pyver=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_inf
 key=$(cat "$repo/requirements/test.txt" | sha256sum | cut -c1-16)
 root=${TRNCONSOLE_ENV_ROOT:-$HOME/.cache/trnconsole/envs}
 env="$root/py$pyver-$key"
+mkdir -p "$root"
+# One installer at a time: a second caller waits for the first instead of deleting its half-built env.
+exec 9>"$root/.py$pyver-$key.lock"
+flock 9
 if [ ! -f "$env/.complete" ]; then
   echo "Installing the pinned environment into $env (first time only, a few minutes)..." >&2
   rm -rf "$env"
-  mkdir -p "$root"
   "$python" -m venv "$env"
   "$env/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
   "$env/bin/python" -m pip install --quiet --disable-pip-version-check -r "$repo/requirements/test.txt" >&2

@@ -87,3 +87,36 @@ def test_ordinary_log_lines_raise_nothing():
     tracker = AlertTracker()
     lines = ["LOG Sun Nov 22 - (0, 1) step_loss : 0.5", "Killed the old cache entry", "loading weights", ""]
     assert tracker.check_log(lines) == []
+
+
+def test_a_hang_needs_no_progress_and_idle_devices_and_processes_for_n_periods():
+    tracker = AlertTracker()
+    assert tracker.check_activity(5, 90.0, 150.0, periods=3) == []
+    for _ in range(3):  # no step, but the tree is busy (say, a compiler): not a hang
+        assert tracker.check_activity(5, 0.0, 180.0, periods=3) == []
+    assert tracker.check_activity(5, 0.0, 0.5, periods=3) == []
+    assert tracker.check_activity(5, 0.2, 0.5, periods=3) == []
+    (alert,) = tracker.check_activity(5, 0.0, 0.3, periods=3)
+    assert alert.kind == "hang" and alert.severity == "error" and alert.step == 5
+    assert tracker.check_activity(5, 0.0, 0.3, periods=3) == []  # raised once
+    assert tracker.check_activity(6, 50.0, 100.0, periods=3) == []  # moved on
+    for _ in range(2):
+        assert tracker.check_activity(6, None, 0.1, periods=3) == []
+    assert [a.kind for a in tracker.check_activity(6, None, 0.1, periods=3)] == ["hang"]
+
+
+def test_no_hang_is_judged_without_any_activity_source():
+    tracker = AlertTracker()
+    assert all(tracker.check_activity(3, None, None, periods=2) == [] for _ in range(10))
+
+
+def test_loaded_models_growing_after_warm_up_is_a_recompile():
+    tracker = AlertTracker()
+    assert tracker.check_loaded_models(1, step=1) == []  # warm-up compiles are expected
+    assert tracker.check_loaded_models(2, step=2) == []
+    assert tracker.check_loaded_models(2, step=3) == []
+    assert tracker.check_loaded_models(2, step=10) == []
+    (alert,) = tracker.check_loaded_models(3, step=11)
+    assert alert.kind == "recompile" and "1 since warm-up (3 loaded)" in alert.message
+    assert tracker.check_loaded_models(3, step=12) == []
+    assert "2 since warm-up" in tracker.check_loaded_models(4, step=20)[0].message

@@ -49,6 +49,9 @@ LOG_RULES: tuple[tuple[str, str, re.Pattern[str], str], ...] = (
 )
 THROUGHPUT_DROP = 0.5  # alert when samples/s falls below this fraction of the run's recent median
 THROUGHPUT_WINDOW = 20
+HANG_PERIODS = 60  # monitoring periods (1 s each) with no step and an idle device and process tree
+IDLE_DEVICE_PERCENT = 1.0
+IDLE_TREE_CPU_PERCENT = 5.0  # of one core; a compiling neuronx-cc keeps the run's tree busy
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,11 @@ class AlertTracker:
         self._compiles_seen = 0
         self._slow = False
         self._speed_seen = 0
+        self._idle_periods = 0
+        self._step_at_last_period: int | None = None
+        self._hung = False
+        self._models_baseline: int | None = None
+        self._models_seen: int | None = None
 
     def check_log(self, lines: Iterable[str], step: int | None = None) -> list[Alert]:
         new = []
@@ -133,3 +141,64 @@ class AlertTracker:
                 self._slow = slow
         self.raised += new
         return new
+
+    def check_activity(
+        self,
+        step: int | None,
+        device_percent: float | None,
+        tree_cpu_percent: float | None,
+        periods: int = HANG_PERIODS,
+    ) -> list[Alert]:
+        """Once per monitoring period: a hang is no step progress while the run's devices (NeuronCores or
+        GPUs, mean utilisation) and its process tree (CPU % of one core) are idle, for `periods` periods in a
+        row. A source that is not known (None) does not count as idle: with neither known, nothing is judged.
+        Raised once, and again only after the run has moved on."""
+        progressed = step != self._step_at_last_period
+        self._step_at_last_period = step
+        known = [v for v in (device_percent, tree_cpu_percent) if v is not None]
+        idle = (
+            bool(known)
+            and (device_percent is None or device_percent < IDLE_DEVICE_PERCENT)
+            and (tree_cpu_percent is None or tree_cpu_percent < IDLE_TREE_CPU_PERCENT)
+        )
+        if progressed or not idle:
+            self._idle_periods = 0
+            if progressed:
+                self._hung = False
+            return []
+        self._idle_periods += 1
+        if self._hung or self._idle_periods < periods:
+            return []
+        self._hung = True
+        where = f"step {step}" if step is not None else "the start, before any step"
+        alert = Alert(
+            "hang",
+            "error",
+            f"no progress for {self._idle_periods} periods since {where}, with the devices and the "
+            "processes idle: a rank is probably stuck in a collective or waiting on data; check every "
+            "worker's log, then stop and rerun",
+            step,
+        )
+        self.raised.append(alert)
+        return [alert]
+
+    def check_loaded_models(self, count: int, step: int | None, warmup_steps: int = 2) -> list[Alert]:
+        """The number of NEFFs (compiled graphs) the run's Neuron runtimes have loaded, from neuron-monitor.
+        A new one after warm-up means a graph was recompiled: the baseline is the count once the run has
+        passed `warmup_steps` steps."""
+        previous, self._models_seen = self._models_seen, count
+        if step is None or step <= warmup_steps:
+            return []
+        if self._models_baseline is None:
+            self._models_baseline = previous if previous is not None else count
+        if previous is None or count <= previous or count <= self._models_baseline:
+            return []
+        alert = Alert(
+            "recompile",
+            "warning",
+            f"a new compiled graph (NEFF) was loaded at step {step}: {count - self._models_baseline} since "
+            f"warm-up ({count} loaded); a shape or a Python value changes between steps",
+            step,
+        )
+        self.raised.append(alert)
+        return [alert]

@@ -80,6 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     runners = sub.add_parser("runners", help="list the bundled training runners and their scripts")
     runners.add_argument("--json", action="store_true", help="machine-readable output")
+
+    monitor = sub.add_parser("monitor", help="device and host utilisation (neuron-monitor, NVML, psutil)")
+    monitor.add_argument("--once", action="store_true", help="one snapshot, then exit")
+    monitor.add_argument("--json", action="store_true", help="machine-readable output (one object a line)")
+    monitor.add_argument("--interval", type=float, default=1.0, help="seconds between snapshots (default 1)")
+
+    tb = sub.add_parser("tb", help="scalars from TensorBoard event files (any log directory or a run)")
+    tb.add_argument("target", metavar="PATH|RUN", help="a log directory, an event file or a run id")
+    tb.add_argument("--json", action="store_true", help="machine-readable output")
+
+    tensorboard = sub.add_parser("tensorboard", help="start TensorBoard on 127.0.0.1 for a run's logs")
+    tensorboard.add_argument("target", metavar="RUN|PATH", help="a run id (or prefix) or a log directory")
+    tensorboard.add_argument("--port", type=int, default=None, help="default 6006, or a free one if taken")
     return parser
 
 
@@ -455,7 +468,16 @@ COMMANDS = {
     "compare": cmd_compare,
     "flags": cmd_flags,
     "runners": cmd_runners,
+    "monitor": lambda args, extra: _command("monitor", "cmd_monitor")(args, _console),
+    "tb": lambda args, extra: _command("tensorboard", "cmd_tb")(args, _console),
+    "tensorboard": lambda args, extra: _command("tensorboard", "cmd_tensorboard")(args, _console),
 }
+
+
+def _command(module: str, name: str) -> Any:
+    import importlib
+
+    return getattr(importlib.import_module(f".commands.{module}", __package__), name)
 
 
 if __name__ == "__main__":

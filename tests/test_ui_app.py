@@ -11,6 +11,8 @@ from conftest import FIXED_NOW, make_recorded_home
 from textual.widgets import Input, Log, Static
 
 from trnconsole.monitors.host import HostSample
+from trnconsole.monitors.hub import MonitorSnapshot
+from trnconsole.monitors.neuron import missing_text
 from trnconsole.service import Console
 from trnconsole.ui.app import TrnConsoleApp
 from trnconsole.ui.screens.compare import CompareScreen
@@ -20,13 +22,29 @@ from trnconsole.ui.screens.launch import LaunchScreen
 from trnconsole.ui.screens.logs import LogsScreen
 
 
-class FixedHost:
-    def sample(self) -> HostSample:
-        return HostSample(t=FIXED_NOW, cpu_percent=(12.0, 34.0), memory_used=4 << 30, memory_total=16 << 30)
+class FixedMonitors:
+    """The same snapshot every tick: a two-core host, no Neuron tools, no NVIDIA driver."""
+
+    neuron = None
+
+    def sample(self, roots: dict[str, int]) -> MonitorSnapshot:
+        host = HostSample(t=FIXED_NOW, cpu_percent=(12.0, 34.0), memory_used=4 << 30, memory_total=16 << 30)
+        return MonitorSnapshot(
+            t=FIXED_NOW,
+            host=host,
+            neuron=None,
+            neuron_status=missing_text("neuron-monitor"),
+            nvidia=None,
+            nvidia_status="NVIDIA driver library libnvidia-ml.so not found",
+        )
+
+    def close(self) -> None:
+        pass
 
 
 def make_app(home: Path, **kwargs) -> TrnConsoleApp:
-    return TrnConsoleApp(service=Console(home), clock=lambda: FIXED_NOW, host_sampler=FixedHost(), **kwargs)
+    kwargs.setdefault("monitor_hub", FixedMonitors())
+    return TrnConsoleApp(service=Console(home), clock=lambda: FIXED_NOW, **kwargs)
 
 
 async def settle(pilot, app: TrnConsoleApp, seconds: float = 0.3) -> None:
@@ -63,7 +81,8 @@ def test_dashboard_shows_the_run_its_numbers_charts_and_log(recorded_home):
             numbers = text_of(app, "#numbers")
             assert "step 80/80 (100%)" in numbers and "eval accuracy 1.00" in numbers
             assert "[completed]" in numbers
-            assert "host CPU" in text_of(app, "#host")
+            devices = text_of(app, "#devices")
+            assert "host  CPU  23% [ 12  34]" in devices and "neuron-monitor not found" in devices
             log = app.screen.query_one("#log", Log)
             assert any("eval_accuracy" in line for line in log.lines)
             chart = str(app.screen.query_one("#chart-loss").render())

@@ -75,6 +75,11 @@ class LiveRuns:
             ended, self._ended = self._ended, []
         return ended
 
+    def monitor_roots(self) -> dict[str, int]:
+        """Root processes of the active local runs (their wrappers), for the process-tree sampler."""
+        with self._lock:
+            return {r.id: r.pid for r in self.records if not r.finished and r.backend == "local" and r.pid}
+
     def record(self, run_id: str) -> RunRecord | None:
         with self._lock:
             return next((r for r in self.records if r.id == run_id), None)
@@ -105,6 +110,20 @@ class LiveRuns:
             if run_ids and record.id == run_ids[0]:
                 new_lines = lines
         return new_lines
+
+    def feed_monitors(self, runs: dict[str, Any]) -> None:
+        """Each active run's monitoring figures (RunDevices by run id, one period's worth) into its alerts."""
+        with self._lock:
+            for run_id, devices in runs.items():
+                record = self.record(run_id)
+                watcher = self._watchers.get(run_id)
+                if record is None or watcher is None or record.finished:
+                    continue
+                tree = devices.tree
+                watcher.check_devices(
+                    devices.device_percent, tree.cpu_percent if tree else None, devices.loaded_models
+                )
+                self._alerts += [(record, alert) for alert in watcher.take_alerts()]
 
     def take_alerts(self) -> list[tuple[RunRecord, Alert]]:
         """Alerts of any watched run raised since the last call, each with its run."""

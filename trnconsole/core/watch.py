@@ -70,6 +70,15 @@ class RunWatcher:
             self._new_alerts += self.alerts.check_metrics(self.metrics)
         return metric_lines, new_log
 
+    def check_devices(
+        self, device_percent: float | None, tree_cpu_percent: float | None, loaded_models: int | None
+    ) -> None:
+        """Once per monitoring period, what the monitors saw of this run: a hang, or a new compiled graph."""
+        step = self.metrics.last_step
+        self._new_alerts += self.alerts.check_activity(step, device_percent, tree_cpu_percent)
+        if loaded_models is not None:
+            self._new_alerts += self.alerts.check_loaded_models(loaded_models, step)
+
     def take_alerts(self) -> list[Alert]:
         """Alerts raised since the last call."""
         new, self._new_alerts = self._new_alerts, []

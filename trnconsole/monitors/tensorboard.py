@@ -11,7 +11,8 @@ where the next read starts. The Event protobuf is decoded here, without tensorbo
 scalars written as `simple_value` (torch's SummaryWriter, TF1 writers) and as rank-0 numeric tensors
 (tensorboard.summary v2, plugin "scalars") are read; images, histograms, text and the rest are stepped
 over undecoded. Steps are kept as written: no purge of points when a restarted job writes earlier steps.
-Bad data never raises: each corrupt stretch counts once in `corrupt` and is described in `problems`.
+Bad data never raises: each corrupt record or stretch of garbage adds one to `corrupt` and one `Problem`
+(file, byte offset, reason) to `problems`, and reading goes on at the next valid record.
 """
 
 from __future__ import annotations
@@ -263,8 +264,10 @@ class EventFileReader:
 
     The file is opened per call and read in large chunks. `offset` is where the next read starts: just past
     the last complete record, or past bytes already ruled out while looking for a record after a corrupt
-    one; save it to resume. A record cut short at the end of the file is left for a later read. A file that
-    shrank below `offset` was replaced: it is read again from the start, and that is reported.
+    one; save it to resume. A record cut short at the end of the file is left for a later read; if the bytes
+    that come after it show it was torn (a writer died mid-record and another appended), it is reported
+    once they cover its stated length, and the records after it are found. A file that shrank below
+    `offset` was replaced: it is read again from the start, and that is reported.
     """
 
     def __init__(self, path: str | os.PathLike[str], offset: int = 0) -> None:
@@ -510,7 +513,8 @@ class LogDirReader:
     (run, tag), where run is the file's directory relative to root ("." for root itself).
 
     `root` may also be one event file. `offsets` (from `offsets()`, keyed by file path relative to root)
-    resumes each file where an earlier reader stopped. Every point read is also kept in `scalars`.
+    resumes each file where an earlier reader stopped. Every point read is also kept in `scalars` (its own
+    copy: the batches `poll()` returns are the caller's).
     """
 
     def __init__(self, root: str | os.PathLike[str], offsets: Mapping[str, int] | None = None) -> None:

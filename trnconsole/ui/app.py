@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 DEFAULT_REFRESH_HZ = 4.0
 STATUS_EVERY_S = 2.0
+MONITOR_EVERY_S = 1.0  # neuron-monitor reports once a second; the hang rule counts these periods
 
 
 class TrnConsoleApp(App):
@@ -37,6 +38,7 @@ class TrnConsoleApp(App):
         Binding("c", "compare", "Compare", id="compare"),
         Binding("l", "logs", "Logs", id="logs"),
         Binding("s", "stop", "Stop", id="stop"),
+        Binding("d", "devices", "Devices", id="devices"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -47,7 +49,7 @@ class TrnConsoleApp(App):
         theme: str | None = None,
         refresh_hz: float | None = None,
         clock: Callable[[], float] = time.time,
-        host_sampler: Any = None,
+        monitor_hub: Any = None,
         keymap: dict[str, str] | None = None,
         follow_run: str | None = None,
     ) -> None:
@@ -59,8 +61,9 @@ class TrnConsoleApp(App):
         self._refreshing = threading.Lock()  # held while a status refresh runs
         self.clock = clock
         self.refresh_hz = refresh_hz or DEFAULT_REFRESH_HZ
-        self.host_sampler = host_sampler
-        self.host_sample: Any = None
+        self.monitor_hub = monitor_hub
+        self.snapshot: Any = None  # the latest MonitorSnapshot
+        self._sampling = threading.Lock()  # held while a monitoring sample runs
         self.follow_run = follow_run
         self.selected: str | None = None
         self._new_lines: deque[list[str]] = deque()
@@ -117,8 +120,8 @@ class TrnConsoleApp(App):
         self.call_after_refresh(self._refresh_records)  # the run store is opened after the first frame
         self.set_interval(STATUS_EVERY_S, self._refresh_records)
         self.set_interval(1.0 / self.refresh_hz, self._tick)
-        self.call_after_refresh(self._sample_host)  # psutil after the first frame
-        self.set_interval(1.0, self._sample_host)
+        self.call_after_refresh(self._sample_monitors)  # the monitors start after the first frame
+        self.set_interval(MONITOR_EVERY_S, self._sample_monitors)
 
     @property
     def dashboard(self) -> Dashboard | None:
@@ -173,12 +176,26 @@ class TrnConsoleApp(App):
         finally:
             self._polling.release()
 
-    def _sample_host(self) -> None:
-        if self.host_sampler is None:
-            from ..monitors.host import HostSampler
+    def _sample_monitors(self) -> None:
+        if self._live is not None and self._sampling.acquire(blocking=False):
+            self._sample_in_thread()
 
-            self.host_sampler = HostSampler()
-        self.host_sample = self.host_sampler.sample()
+    @work(thread=True, group="monitors")
+    def _sample_in_thread(self) -> None:
+        """Host, process trees, NeuronCores and GPUs; each active run's figures feed its alerts."""
+        try:
+            if self.monitor_hub is None:
+                from ..monitors.hub import MonitorHub
+
+                self.monitor_hub = MonitorHub()
+            self.snapshot = self.monitor_hub.sample(self.live.monitor_roots())
+            self.live.feed_monitors(self.snapshot.runs)
+        finally:
+            self._sampling.release()
+
+    def on_unmount(self) -> None:
+        if self.monitor_hub is not None:
+            self.monitor_hub.close()  # neuron-monitor ends with the console; the jobs do not
 
     # ---- drawing ----
 
@@ -207,7 +224,7 @@ class TrnConsoleApp(App):
             lines.extend(self._new_lines.popleft())
         views = [self.live.view(r, with_series=r.id == self.selected) for r in self.live.records]
         with contextlib.suppress(NoMatches):  # the app is closing: the dashboard's widgets are gone
-            dashboard.draw(views, self.live.marked, self.clock(), self.host_sample, lines)
+            dashboard.draw(views, self.live.marked, self.clock(), self.snapshot, lines)
 
     def select_run(self, run_id: str | None) -> None:
         self.selected = run_id
@@ -291,6 +308,12 @@ class TrnConsoleApp(App):
         record = self._selected_record()
         if record is not None:
             self.push_screen(LogsScreen(record.id, self.service.backend(record.backend), record))
+
+    def action_devices(self) -> None:
+        from .screens.devices import DevicesScreen
+
+        if not isinstance(self.screen, DevicesScreen):
+            self.push_screen(DevicesScreen())
 
     def action_stop(self) -> None:
         from .screens.dialogs import ConfirmScreen

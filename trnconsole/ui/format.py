@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 from typing import TYPE_CHECKING
 
 from .. import textfmt as fmt
+from ..devicefmt import gib, host_line, run_line
 
 if TYPE_CHECKING:
     from ..live import RunView
-    from ..monitors.host import HostSample
+    from ..monitors.hub import MonitorSnapshot
 
 
 STATUS_ICONS = {
@@ -57,25 +57,42 @@ def key_numbers(view: RunView | None, now: float) -> str:
     return "\n".join(lines)
 
 
-def host_text(sample: HostSample | None) -> str:
-    if sample is None:
-        return "host: sampling…"
-    gib = 1024**3
-    cores = " ".join(f"{c:3.0f}" for c in sample.cpu_percent[:16])
-    more = f" +{len(sample.cpu_percent) - 16}" if len(sample.cpu_percent) > 16 else ""
-    load = f"  load {sample.load_1m:.2f}" if sample.load_1m is not None else ""
+def device_panel(snapshot: MonitorSnapshot | None, selected: str | None) -> str:
+    """The dashboard's device panel: the host, the selected run's resources, the Neuron and NVIDIA sources."""
+    if snapshot is None:
+        return "host  sampling…"
+    lines = [host_line(snapshot.host)]
+    devices = snapshot.runs.get(selected) if selected else None
+    if devices is not None:
+        lines.append(run_line(devices))
+    lines.append(f"{neuron_summary(snapshot)}  ·  NVIDIA  {nvidia_summary(snapshot)}  ·  d: devices")
+    return "\n".join(lines)
+
+
+def neuron_summary(snapshot: MonitorSnapshot) -> str:
+    report = snapshot.neuron
+    if report is None:
+        return f"Neuron  {snapshot.neuron_status.split(':')[0]}"  # the why and the fix: on the Devices screen
+    if not report.driver_visible:
+        return f"Neuron  {report.problems[0]}"
+    totals = report.core_totals()
+    if not totals:
+        return "Neuron  no application running"
+    busy = sum(1 for c in totals.values() if c.utilization > 0)
+    mean = sum(c.utilization for c in totals.values()) / len(totals)
+    cores = report.hardware.device_count and report.hardware.device_count * report.cores_per_device
     return (
-        f"host CPU {sample.cpu_mean:3.0f}% [{cores}{more}]  "
-        f"mem {sample.memory_used / gib:.1f}/{sample.memory_total / gib:.1f} GiB{load}"
+        f"Neuron  {busy}/{cores or len(totals)} cores busy, mean {mean:.0f}%  "
+        f"dev mem {gib(report.device_bytes)} GiB"
     )
 
 
-def device_text() -> str:
-    """Which device monitors this host offers (their panels come from the monitoring sources)."""
-    parts = []
-    if shutil.which("neuron-monitor"):
-        parts.append("Neuron: neuron-monitor found")
-    else:
-        parts.append("Neuron: neuron-monitor not on PATH (aws-neuronx-tools)")
-    parts.append("NVIDIA: nvidia-smi found" if shutil.which("nvidia-smi") else "NVIDIA: none")
-    return "devices  " + "  |  ".join(parts)
+def nvidia_summary(snapshot: MonitorSnapshot) -> str:
+    sample = snapshot.nvidia
+    if sample is None:
+        return "none"
+    if not sample.gpus:
+        return snapshot.nvidia_status
+    utils = [g.utilization_gpu for g in sample.gpus if g.utilization_gpu is not None]
+    mean = f" mean {sum(utils) / len(utils):.0f}%" if utils else ""
+    return f"{len(sample.gpus)} GPU(s){mean}"

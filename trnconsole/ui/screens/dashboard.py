@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Log, Static
 
-from ..format import device_text, host_text, key_numbers
+from ..format import device_panel, key_numbers
 from ..widgets.chart import Chart
 from ..widgets.runs_table import RunsTable
 
@@ -50,7 +50,10 @@ class Dashboard(Screen):
     Dashboard #chart-eval > .chart--line { color: $success; }
     Dashboard #chart-eval { display: none; }
     Dashboard.wide #chart-eval.has-data { display: block; }
-    Dashboard #host { height: auto; max-height: 2; color: $text-muted; padding: 0 1; }
+    Dashboard #devices {
+        height: auto; max-height: 3; text-wrap: nowrap; text-overflow: ellipsis; color: $text-muted;
+        padding: 0 1;
+    }
     Dashboard #log-filter { height: 1; border: none; padding: 0 1; }
     Dashboard #log-filter.hidden { display: none; }
     Dashboard #log { height: 2fr; min-height: 3; border-top: solid $panel; }
@@ -71,7 +74,7 @@ class Dashboard(Screen):
                 yield Chart(id="chart-loss")
                 yield Chart(id="chart-speed")
                 yield Chart(id="chart-eval")
-            yield Static(id="host", markup=False)
+            yield Static(id="devices", markup=False)
             yield Input(
                 placeholder="filter the log (regex); Enter to apply, Esc to clear",
                 id="log-filter",
@@ -95,12 +98,12 @@ class Dashboard(Screen):
     # ---- drawing (called by the app's timer) ----
 
     def draw(
-        self, views: list[RunView], marked: set[str], now: float, host: object, new_lines: list[str]
+        self, views: list[RunView], marked: set[str], now: float, snapshot: Any, new_lines: list[str]
     ) -> None:
         self.table.show(views, marked, now)
         selected = next((v for v in views if v.record.id == self.selected_id), None)
         self.query_one("#numbers", Static).update(key_numbers(selected, now))
-        self.query_one("#host", Static).update(host_text(host) + "\n" + device_text())  # type: ignore[arg-type]
+        self.query_one("#devices", Static).update(device_panel(snapshot, self.selected_id))
         series = selected.series if selected else {}
         self.query_one("#chart-loss", Chart).update_series(series.get("loss"), "loss")
         speed_name = "samples_per_s" if "samples_per_s" in series else "step_time_s"

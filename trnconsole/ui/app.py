@@ -39,6 +39,7 @@ class TrnConsoleApp(App):
         Binding("l", "logs", "Logs", id="logs"),
         Binding("s", "stop", "Stop", id="stop"),
         Binding("d", "devices", "Devices", id="devices"),
+        Binding("t", "tensorboard", "TensorBoard", id="tensorboard"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -314,6 +315,16 @@ class TrnConsoleApp(App):
 
         if not isinstance(self.screen, DevicesScreen):
             self.push_screen(DevicesScreen())
+
+    def action_tensorboard(self) -> None:
+        from .screens.tensorboard import TensorBoardScreen
+
+        record = self.live.record(self.selected) if self.selected else None
+        log_dir = None
+        if record is not None:
+            log_dir = record.run_dir / "tb" if (record.run_dir / "tb").is_dir() else record.run_dir
+        if not isinstance(self.screen, TensorBoardScreen):
+            self.push_screen(TensorBoardScreen(log_dir))
 
     def action_stop(self) -> None:
         from .screens.dialogs import ConfirmScreen

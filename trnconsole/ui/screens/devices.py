@@ -24,7 +24,7 @@ class DevicesScreen(Screen):
     ]
     DEFAULT_CSS = """
     DevicesScreen #report { height: 3fr; }
-    DevicesScreen #report Static { width: auto; }
+    DevicesScreen #report Static { width: auto; text-wrap: nowrap; }
     DevicesScreen #holders-title { height: 1; padding: 0 1; color: $text-muted; }
     DevicesScreen DataTable { height: 1fr; min-height: 4; }
     """

@@ -178,7 +178,7 @@ class TrnConsoleApp(App):
             self._polling.release()
 
     def _sample_monitors(self) -> None:
-        if self._live is not None and self._sampling.acquire(blocking=False):
+        if self._sampling.acquire(blocking=False):
             self._sample_in_thread()
 
     @work(thread=True, group="monitors")

@@ -210,8 +210,8 @@ def snapshot_text(
     return "\n".join(lines)
 
 
-def snapshot_json(snapshot: MonitorSnapshot) -> dict[str, Any]:
-    """The snapshot as plain JSON-able data (dataclasses to objects, integer keys to strings)."""
+def snapshot_json(snapshot: MonitorSnapshot) -> str:
+    """The snapshot as one line of JSON (dataclasses as objects, integer keys as strings)."""
     import orjson
 
-    return orjson.loads(orjson.dumps(snapshot, option=orjson.OPT_NON_STR_KEYS))
+    return orjson.dumps(snapshot, option=orjson.OPT_NON_STR_KEYS).decode()

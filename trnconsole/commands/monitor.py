@@ -21,8 +21,6 @@ def active_roots(console: Any) -> tuple[dict[str, int], dict[str, str]]:
 
 
 def cmd_monitor(args: argparse.Namespace, console_factory: Any) -> int:
-    import orjson
-
     from ..devicefmt import snapshot_json, snapshot_text
     from ..monitors.hub import MonitorHub
 
@@ -41,7 +39,7 @@ def cmd_monitor(args: argparse.Namespace, console_factory: Any) -> int:
                 roots, labels = active_roots(console)
                 snapshot = hub.sample(roots)
                 if args.json:
-                    out = orjson.dumps(snapshot_json(snapshot)).decode()
+                    out = snapshot_json(snapshot)
                 else:
                     width = 100 if not tty else max(60, _terminal_width())
                     out = snapshot_text(snapshot, hub.neuron.history, width, labels)

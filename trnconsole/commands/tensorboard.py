@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import UsageError
+from ..core.paths import tensorboard_dir
 
 DEFAULT_PORT = 6006
 
@@ -34,8 +35,7 @@ def log_dir_for(target: str, console_factory: Any) -> Path:
         record = console.store.resolve(target)
     except UsageError as exc:
         raise UsageError(f"{target}: neither a directory nor a run ({exc})") from None
-    tb = record.run_dir / "tb"
-    return tb if tb.is_dir() else record.run_dir
+    return tensorboard_dir(record.run_dir)
 
 
 def tensorboard_command(python_candidates: list[str]) -> list[str]:
@@ -152,7 +152,7 @@ def cmd_tensorboard(args: argparse.Namespace, console_factory: Any) -> int:
 
 def cmd_tb(args: argparse.Namespace, console_factory: Any) -> int:
     from .. import textfmt as fmt
-    from ..monitors.tensorboard import LogDirReader, summary_rows
+    from ..monitors.tensorboard import SUMMARY_HEADERS, LogDirReader, summary_cells, summary_rows
 
     target = Path(args.target).expanduser()
     root = target if target.exists() else log_dir_for(args.target, console_factory)
@@ -165,20 +165,7 @@ def cmd_tb(args: argparse.Namespace, console_factory: Any) -> int:
     elif not rows:
         print(f"no scalars in TensorBoard event files under {root}")
     else:
-        headers = ("RUN", "TAG", "POINTS", "STEPS", "LAST", "MIN", "MAX")
-        table = [
-            (
-                r["run"],
-                r["tag"],
-                str(r["count"]),
-                f"{r['first_step']}-{r['last_step']}",
-                fmt.number(r["last_value"]),
-                fmt.number(r["min"]),
-                fmt.number(r["max"]),
-            )
-            for r in rows
-        ]
-        print(fmt.table(headers, table))
+        print(fmt.table(SUMMARY_HEADERS, [summary_cells(r) for r in rows]))
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     return 0

@@ -39,6 +39,13 @@ def run_dir(run_id: str) -> Path:
     return home() / "runs" / run_id
 
 
+def tensorboard_dir(run_dir: Path) -> Path:
+    """Where a run's TensorBoard event files are: `tb/` for the bundled runners, else anywhere beneath the
+    run directory (a user's script)."""
+    tb = run_dir / "tb"
+    return tb if tb.is_dir() else run_dir
+
+
 def config_path() -> Path:
     configured = os.environ.get("TRNCONSOLE_CONFIG")
     if configured:

@@ -571,6 +571,24 @@ class LogDirReader:
             self._readers[rel] = (run, EventFileReader(path, self._saved.get(rel, 0)))
 
 
+SUMMARY_HEADERS = ("RUN", "TAG", "POINTS", "STEPS", "LAST", "MIN", "MAX")
+
+
+def summary_cells(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """One summary row as the text of SUMMARY_HEADERS' columns, for `trnconsole tb` and the console."""
+    from ..textfmt import number
+
+    return (
+        row["run"],
+        row["tag"],
+        str(row["count"]),
+        f"{row['first_step']}-{row['last_step']}",
+        number(row["last_value"]),
+        number(row["min"]),
+        number(row["max"]),
+    )
+
+
 def summary_rows(scalars: Mapping[tuple[str, str], ScalarBatch]) -> list[dict[str, Any]]:
     """One row per (run, tag), sorted: run, tag, count, first_step, last_step, last_value, min, max.
 

@@ -317,12 +317,11 @@ class TrnConsoleApp(App):
             self.push_screen(DevicesScreen())
 
     def action_tensorboard(self) -> None:
+        from ..core.paths import tensorboard_dir
         from .screens.tensorboard import TensorBoardScreen
 
         record = self.live.record(self.selected) if self.selected else None
-        log_dir = None
-        if record is not None:
-            log_dir = record.run_dir / "tb" if (record.run_dir / "tb").is_dir() else record.run_dir
+        log_dir = tensorboard_dir(record.run_dir) if record is not None else None
         if not isinstance(self.screen, TensorBoardScreen):
             self.push_screen(TensorBoardScreen(log_dir))
 

@@ -14,8 +14,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from ... import textfmt as fmt
 from ...core.series import Series
+from ...monitors.tensorboard import SUMMARY_HEADERS
 from ..widgets.chart import Chart
 
 
@@ -56,7 +56,7 @@ class TensorBoardScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("RUN", "TAG", "POINTS", "STEPS", "LAST", "MIN", "MAX")
+        table.add_columns(*SUMMARY_HEADERS)
         if self.log_dir is None:
             self.query_one("#tb-path", Input).focus()
             self.query_one("#tb-status", Static).update("type a log directory")
@@ -92,7 +92,7 @@ class TensorBoardScreen(Screen):
             self.app.call_from_thread(self.draw)
 
     def draw(self) -> None:
-        from ...monitors.tensorboard import summary_rows
+        from ...monitors.tensorboard import summary_cells, summary_rows
 
         with self._lock:
             if self.reader is None:
@@ -108,15 +108,7 @@ class TensorBoardScreen(Screen):
         self.query_one("#tb-status", Static).update(status)
         for r in rows:
             key = f"{r['run']}\0{r['tag']}"
-            cells = (
-                r["run"],
-                r["tag"],
-                str(r["count"]),
-                f"{r['first_step']}-{r['last_step']}",
-                fmt.number(r["last_value"]),
-                fmt.number(r["min"]),
-                fmt.number(r["max"]),
-            )
+            cells = summary_cells(r)
             if key in table.rows:
                 for column, cell in zip(table.columns, cells, strict=True):
                     table.update_cell(key, column, cell)

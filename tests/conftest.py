@@ -14,6 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 RUNNERS = REPO / "runners"
 sys.path.insert(0, str(RUNNERS))  # in-process tests import trn_harness the way the runner scripts do
 
+from aws_helpers import aws_env, moto_url  # noqa: E402, F401  (fixtures for every module)
+
 
 def runner_env(**extra: str) -> dict[str, str]:
     env = {

@@ -8,43 +8,19 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
-from botocore.awsrequest import AWSResponse  # noqa: E402
+from aws_helpers import fail_first
 
-from trnconsole.backends.aws import aws_client, call  # noqa: E402
-from trnconsole.backends.cloudwatch import LogFollower  # noqa: E402
-from trnconsole.core.errors import UsageError  # noqa: E402
+from trnconsole.backends.aws import aws_client, call
+from trnconsole.backends.cloudwatch import LogFollower
+from trnconsole.core.errors import UsageError
 
 GROUP_PREFIX = "/aws/sagemaker/TrainingJobs"
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def aws_env(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> str:
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_MAX_ATTEMPTS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    return moto_url
 
 
 @pytest.fixture
@@ -67,30 +43,6 @@ def write(logs, group: str, stream: str, *messages: str) -> None:
     _last_ms[0] = start + len(messages)
     events = [{"timestamp": start + i, "message": m} for i, m in enumerate(messages)]
     logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events)
-
-
-class _Body:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **_: object) -> Iterator[bytes]:
-        yield self._body
-
-
-def fail_first(client, responses: list[tuple[int, str]]) -> list[str]:
-    """Answer the client's next requests with these (status, error code) before letting them through."""
-    seen: list[str] = []
-
-    def before_send(request, **_: object):
-        seen.append(request.url)
-        if len(seen) > len(responses):
-            return None
-        status, code = responses[len(seen) - 1]
-        body = json.dumps({"__type": code, "message": f"synthetic {code}"}).encode()
-        return AWSResponse(request.url, status, {"Content-Type": "application/x-amz-json-1.1"}, _Body(body))
-
-    client.meta.events.register("before-send", before_send)
-    return seen
 
 
 # The client factory

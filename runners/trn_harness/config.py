@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 DEVICES = ("auto", "xla", "cuda", "cpu")
 PRECISIONS = ("fp32", "bf16", "autocast-bf16")
@@ -25,6 +26,27 @@ DEFAULT_STEPS = 100
 
 class UsageError(Exception):
     """A mistake the user can fix: printed as one line naming the field and the fix, exit code 2."""
+
+
+class Switch(argparse.Action):
+    """An on/off flag: `--synthetic` alone, or with a word (`--synthetic true`), which is how SageMaker's
+    training toolkit passes a boolean hyperparameter (`--synthetic True`)."""
+
+    WORDS: ClassVar[dict[str, bool]] = {
+        **dict.fromkeys(("true", "1", "yes", "on"), True),
+        **dict.fromkeys(("false", "0", "no", "off"), False),
+    }
+
+    def __init__(self, option_strings: Sequence[str], dest: str, default: bool = False, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs="?", const=True, default=default, **kwargs)
+
+    def __call__(self, parser, namespace, value, option_string=None) -> None:
+        if isinstance(value, str):
+            word = self.WORDS.get(value.strip().lower())
+            if word is None:
+                parser.error(f"{option_string} {value}: expected true or false, or the flag alone")
+            value = word
+        setattr(namespace, self.dest, value)
 
 
 def positive_int(text: str) -> int:
@@ -192,7 +214,7 @@ def build_parser(
         )
 
     g = p.add_argument_group("data")
-    g.add_argument("--synthetic", action="store_true", help="train on generated, learnable data")
+    g.add_argument("--synthetic", action=Switch, help="train on generated, learnable data")
     g.add_argument("--data", default=None, help="local training data file or directory")
     g.add_argument("--eval-data", default=None, help="local evaluation data (default: a held-out fraction)")
     g.add_argument(
@@ -289,7 +311,7 @@ def flags_as_json(parser: argparse.ArgumentParser) -> str:
         if not longs or longs[0] in ("--help", "--flags-json"):
             continue
         constraint = None
-        if isinstance(action, argparse._StoreTrueAction):
+        if isinstance(action, (argparse._StoreTrueAction, Switch)):
             kind = "switch"
         else:
             kind = {int: "int", float: "float", str: "str", None: "str"}.get(action.type, "")

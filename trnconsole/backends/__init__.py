@@ -10,6 +10,9 @@ from .base import Backend
 # name -> "module:class"; a new backend is one new module and one line here.
 REGISTRY = {
     "local": "trnconsole.backends.local:LocalBackend",
+    "sagemaker": "trnconsole.backends.sagemaker:SageMakerBackend",
+    "batch": "trnconsole.backends.batch:BatchBackend",
+    "k8s": "trnconsole.backends.kubernetes:KubernetesBackend",
 }
 
 

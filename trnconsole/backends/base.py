@@ -14,10 +14,14 @@ from ..core.store import RunRecord
 class RunStatus:
     """What a backend knows of a run now."""
 
-    state: str  # "running", "completed", "failed", "stopped" or "lost"
+    state: str  # "running", "stopping", "completed", "failed", "stopped" or "lost"
     exit_code: int | None = None
     ended_at: float | None = None
     message: str | None = None
+    # A remote job's own facts, kept with the run and shown beside it (phase, instances, billable seconds…).
+    detail: dict[str, Any] | None = None
+    # A handle that changed since submit (a resubmitted Batch job); the store keeps the new one.
+    handle: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,10 @@ class Submission:
 
 class Backend(ABC):
     name: str = ""
+    # A remote backend's logs() reads the job's remote log; the console mirrors it into the run directory.
+    remote: bool = False
+    # The spec.backend_options keys this backend understands; any other is refused before a launch.
+    options: frozenset[str] = frozenset()
 
     def check(self, spec: RunSpec) -> None:  # noqa: B027  (most backends check nothing up front)
         """Raise UsageError for a spec this backend cannot start, before anything is written."""
@@ -45,7 +53,12 @@ class Backend(ABC):
 
     @abstractmethod
     def logs(self, record: RunRecord, cursor: dict[str, Any] | None) -> tuple[list[str], dict[str, Any]]:
-        """New log lines since the cursor, and the cursor to pass next time."""
+        """New log lines since the cursor (plain JSON, kept in the store), and the cursor to pass next time.
+
+        Lines carry no trailing newline. Given the cursor it returned, a new backend object (a restarted
+        console) continues with nothing repeated or lost.
+        """
 
     @abstractmethod
-    def stop(self, record: RunRecord, grace_s: float = 15.0) -> RunStatus: ...
+    def stop(self, record: RunRecord, grace_s: float = 15.0) -> RunStatus:
+        """Ask the job to end. A remote backend may answer "stopping" and report the end on a later status."""

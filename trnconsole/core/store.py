@@ -53,9 +53,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX runs_status ON runs(status);
     CREATE INDEX runs_parent ON runs(parent_id);
     """,
+    # A remote job's latest facts from its backend (phase, instances, billable seconds).
+    "ALTER TABLE runs ADD COLUMN detail TEXT;",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-JSON_COLUMNS = ("diff", "handle", "log_cursor", "summary")
+JSON_COLUMNS = ("diff", "handle", "log_cursor", "summary", "detail")
 UPDATABLE = {
     "name",
     "status",
@@ -68,6 +70,7 @@ UPDATABLE = {
     "log_cursor",
     "summary",
     "error",
+    "detail",
 }
 
 
@@ -92,6 +95,7 @@ class RunRecord:
     log_cursor: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
     error: str | None = None
+    detail: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -123,6 +127,7 @@ class RunRecord:
             "error": self.error,
             "spec": self.spec.to_json(),
             "summary": self.summary,
+            "detail": self.detail,
         }
 
 
@@ -317,6 +322,7 @@ def _record(row: sqlite3.Row) -> RunRecord:
         log_cursor=loads("log_cursor"),
         summary=loads("summary"),
         error=row["error"],
+        detail=loads("detail"),
     )
 
 

@@ -115,6 +115,37 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME=REGEX",
         help="a metric read from log lines by a regex with one group (as SageMaker metric definitions)",
     )
+    _add_backend_options(p)
+
+
+def _add_backend_options(p: argparse.ArgumentParser) -> None:
+    """One option per remote-backend setting (options.BY_BACKEND), e.g. --s3-prefix, --namespace, --spot."""
+    from .backends.options import BY_BACKEND, SWITCHES
+
+    group = p.add_argument_group("remote backends (--backend sagemaker, batch or k8s)")
+    seen: set[str] = set()
+    for table in BY_BACKEND.values():
+        for key, text in table.items():
+            if key in seen:
+                continue
+            seen.add(key)
+            owners = [name for name, t in BY_BACKEND.items() if key in t]
+            help_text = f"[{', '.join(owners)}] {text}".replace("%", "%%")
+            flag = "--" + key.replace("_", "-")
+            if key in SWITCHES:
+                group.add_argument(flag, dest=f"opt_{key}", action="store_true", help=help_text)
+            else:
+                group.add_argument(flag, dest=f"opt_{key}", default=None, metavar="VALUE", help=help_text)
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, str]:
+    """The remote-backend options given on the command line, as spec.backend_options."""
+    options: dict[str, str] = {}
+    for name, value in vars(args).items():
+        if not name.startswith("opt_") or value in (None, False):
+            continue
+        options[name[4:]] = "true" if value is True else str(value)
+    return options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -167,6 +198,7 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> int:
         python=args.python,
         metrics=args.metric,
         extra_args=extra,
+        backend_options=backend_options(args),
     )
     record = console.launch(spec)
     return _after_launch(console, record, args.follow, args.json)
@@ -318,9 +350,8 @@ def cmd_logs(args: argparse.Namespace, extra: list[str]) -> int:
     import time
 
     console = _console()
-    record = console.store.resolve(args.run)
-    backend = console.backend(record.backend)
-    lines, cursor = backend.logs(record, None)
+    record = console.refresh(console.store.resolve(args.run), force=True)  # a remote log mirrored first
+    lines, cursor = console.read_log(record, None)
     if args.tail is not None:
         lines = lines[-args.tail :] if args.tail > 0 else []
     _print_lines(lines)
@@ -329,10 +360,10 @@ def cmd_logs(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         while True:
             record = console.refresh(record)
-            lines, cursor = backend.logs(record, cursor)
+            lines, cursor = console.read_log(record, cursor)
             _print_lines(lines)
             if record.finished and not lines:
-                lines, cursor = backend.logs(record, cursor)
+                lines, cursor = console.read_log(record, cursor)
                 _print_lines(lines)
                 return 0
             time.sleep(0.5)

@@ -15,6 +15,7 @@ from typing import Any
 
 from .backends import get_backend
 from .backends.base import Backend
+from .backends.options import check_options, config_defaults
 from .core import paths
 from .core.errors import UsageError
 from .core.metrics import headline_eval_metric
@@ -32,9 +33,17 @@ from .core.spec import (
     parse_env,
 )
 from .core.store import ACTIVE, RunRecord, Store, open_store
-from .core.watch import RunWatcher
+from .core.tail import FileTail
+from .core.watch import LOG_FILE, RunWatcher
+from .logmirror import mirror_logs
 
 RESULT_FILE = "result.json"
+# A remote job's status and log are fetched at most this often per run (the UI refreshes every 2 s; the
+# services' APIs are rate-limited and each poll is a few requests).
+REMOTE_POLL_S = 5.0
+# Remote logs arrive late (CloudWatch delivers seconds after the job wrote them): keep mirroring this long
+# after a remote run ended.
+LATE_LOG_S = 120.0
 # Figures a bundled runner's result.json states authoritatively; they win over what the log implies.
 RESULT_FIELDS = (
     "step",
@@ -59,6 +68,7 @@ class Console:
         self.home = home or paths.writable_home()
         self.store: Store = open_store(self.home)
         self._backends: dict[str, Backend] = {}
+        self._remote_polled: dict[str, float] = {}
 
     def close(self) -> None:
         self.store.close()
@@ -94,7 +104,9 @@ class Console:
         """A checked spec: every mistake is a UsageError before anything is written or started."""
         if backend not in BACKENDS:
             raise UsageError(f"--backend {backend}: choose one of {', '.join(BACKENDS)}")
-        check_resources(nproc, nnodes, node_rank, rdzv_endpoint)
+        check_resources(nproc, nnodes, node_rank, rdzv_endpoint, backend)
+        backend_options = {**config_defaults(backend, paths.load_config()), **(backend_options or {})}
+        check_options(backend, backend_options)
         for item in metrics:
             MetricRegex.from_spec(item)
         bundled = runner in ("bert", "gpt2", "vit")
@@ -167,16 +179,49 @@ class Console:
         )
         return self.store.get(record.id)
 
-    def refresh(self, record: RunRecord) -> RunRecord:
-        """Ask the backend how an active run stands; record an ending (with its summary) once."""
+    def refresh(self, record: RunRecord, force: bool = False) -> RunRecord:
+        """Ask the backend how an active run stands; record an ending (with its summary) once.
+
+        A remote run's new log lines are mirrored into its run directory first, at most every
+        REMOTE_POLL_S unless `force`; a remote service's error becomes the run's note, never an exception
+        that would hide the other runs.
+        """
+        backend = self.backend(record.backend)
+        if backend.remote:
+            if not force and not self._remote_due(record):
+                return record
+            if record.finished:
+                return self._late_logs(record, backend)
         if record.status not in ACTIVE:
             return record
-        status = self.backend(record.backend).status(record)
-        if status.state == "running":
-            if record.status == "starting":
-                self.store.update(record.id, status="running", only_if_active=True)
-                return self.store.get(record.id)
-            return record
+        try:
+            if backend.remote:
+                mirror_logs(self.store, backend, record)
+            status = backend.status(record)
+        except UsageError as exc:
+            if not backend.remote:
+                raise
+            self.store.update(record.id, error=str(exc), only_if_active=True)
+            return self.store.get(record.id)
+        changes: dict[str, Any] = {}
+        if status.handle is not None and status.handle != record.handle:
+            changes["handle"] = status.handle
+        if status.detail is not None and status.detail != record.detail:
+            changes["detail"] = status.detail
+        if backend.remote and record.error and status.state in ("running", "stopping"):
+            changes["error"] = None  # the service answers again
+        if status.state in ("running", "stopping"):
+            wanted = "stopping" if status.state == "stopping" or record.status == "stopping" else "running"
+            if record.status != wanted:
+                changes["status"] = wanted
+            if not changes:
+                return record
+            self.store.update(record.id, only_if_active=True, **changes)
+            return self.store.get(record.id)
+        if changes:
+            self.store.update(record.id, **changes)
+        if backend.remote:
+            self._mirror_quietly(record, backend)  # the lines written just before the end
         ended = self.store.get(record.id)
         summary = self.summary(replace(ended, status=status.state, exit_code=status.exit_code))
         self.store.update(
@@ -190,15 +235,50 @@ class Console:
         )
         return self.store.get(record.id)
 
+    def _remote_due(self, record: RunRecord) -> bool:
+        now = time.monotonic()
+        if now - self._remote_polled.get(record.id, float("-inf")) < REMOTE_POLL_S:
+            return False
+        self._remote_polled[record.id] = now
+        return True
+
+    def _late_logs(self, record: RunRecord, backend: Backend) -> RunRecord:
+        """A remote run that ended lately: lines still arriving are mirrored and its summary redone."""
+        if record.ended_at is None or time.time() - record.ended_at > LATE_LOG_S:
+            return record
+        if self._mirror_quietly(record, backend):
+            self.store.update(record.id, summary=self.summary(record))
+            return self.store.get(record.id)
+        return record
+
+    def _mirror_quietly(self, record: RunRecord, backend: Backend) -> int:
+        try:
+            return mirror_logs(self.store, backend, record)
+        except UsageError:
+            return 0  # the status is what matters here; the next pass tries the log again
+
+    def read_log(self, record: RunRecord, cursor: dict[str, Any] | None) -> tuple[list[str], dict[str, Any]]:
+        """Lines of the run's stdout.log after the cursor (local output, or a remote log's mirror)."""
+        tail = FileTail(record.run_dir / LOG_FILE, int((cursor or {}).get("offset", 0)))
+        return tail.read_lines(), {"offset": tail.offset}
+
     def refresh_all(self, limit: int | None = None) -> list[RunRecord]:
         return [self.refresh(r) for r in self.store.list(limit=limit)]
 
     def stop(self, record: RunRecord, grace_s: float = 15.0) -> RunRecord:
-        record = self.refresh(record)
+        record = self.refresh(record, force=True)
         if record.finished:
             return record
         self.store.update(record.id, status="stopping", only_if_active=True)
-        status = self.backend(record.backend).stop(self.store.get(record.id), grace_s=grace_s)
+        backend = self.backend(record.backend)
+        status = backend.stop(self.store.get(record.id), grace_s=grace_s)
+        if backend.remote and status.state in ("running", "stopping"):
+            # The service ends the job in its own time; a later refresh records how it ended.
+            pairs = (("handle", status.handle), ("detail", status.detail))
+            changes = {k: v for k, v in pairs if v is not None}
+            if changes:
+                self.store.update(record.id, only_if_active=True, **changes)
+            return self.store.get(record.id)
         stopped = self.store.get(record.id)
         state = status.state if status.state != "running" else "stopped"
         summary = self.summary(replace(stopped, status=state, exit_code=status.exit_code))
@@ -248,7 +328,9 @@ class Console:
 
     def watcher(self, record: RunRecord) -> RunWatcher:
         regexes = [MetricRegex.from_spec(m) for m in record.spec.metrics]
-        return RunWatcher(record.run_dir, metrics_from_jsonl=record.spec.bundled, metric_regexes=regexes)
+        # A remote job's metrics.jsonl stays with the job; its mirrored log carries the same figures.
+        from_jsonl = record.spec.bundled and not self.backend(record.backend).remote
+        return RunWatcher(record.run_dir, metrics_from_jsonl=from_jsonl, metric_regexes=regexes)
 
     def quick_summary(self, record: RunRecord, window_bytes: int = 256 << 10) -> dict[str, Any]:
         """Figures for a listing: a finished run's stored summary, else those of its recent output only."""
@@ -293,6 +375,8 @@ class Console:
             summary["wall_time_s"] = record.elapsed()
         summary["status"] = record.status
         summary["exit_code"] = record.exit_code
+        if record.detail:
+            summary["remote"] = record.detail
         return summary
 
 

@@ -10,6 +10,10 @@ from collections.abc import Mapping
 
 from ..core.errors import UsageError
 
+COMPILE_CACHE = (
+    "NEURON_COMPILE_CACHE_URL of the job (sagemaker default: <s3_prefix>/neuron-compile-cache; "
+    "k8s default with --pvc: /shared/neuron-compile-cache)"
+)
 AWS = {
     "region": "AWS region (default: the AWS configuration's)",
     "profile": "AWS profile (default: AWS_PROFILE or the default profile)",
@@ -25,7 +29,7 @@ SAGEMAKER = {
     "max_wait": "spot only: seconds to wait for capacity and run (default: twice max_runtime)",
     "max_runtime": "seconds before SageMaker stops the job (default 86400)",
     "checkpoint_s3": "S3 URI the checkpoints sync to (default: <s3_prefix>/<run>/checkpoints)",
-    "compile_cache": "NEURON_COMPILE_CACHE_URL (default: <s3_prefix>/neuron-compile-cache)",
+    "compile_cache": COMPILE_CACHE,
     "neuron_cc_flags": "NEURON_CC_FLAGS of the job, e.g. --model-type=transformer",
     "volume_gb": "EBS volume per instance in GB (default 100)",
     "source_dir": "a script's directory to package (default: the script's own directory)",
@@ -44,7 +48,7 @@ BATCH = {
     "attempts": "Batch retry strategy attempts, 1-10 (default 3)",
     "resubmit": "resubmissions by the console after a transient failure (default 3)",
     "job_role": "ARN of the IAM role the container runs as",
-    "compile_cache": "NEURON_COMPILE_CACHE_URL of the job",
+    "compile_cache": COMPILE_CACHE,
     "neuron_cc_flags": "NEURON_CC_FLAGS of the job",
     "source_dir": "a script's directory to package (default: the script's own directory)",
 }
@@ -60,7 +64,7 @@ K8S = {
     "cpu": "CPU request per pod (default 4)",
     "memory": "memory request per pod (default 16Gi)",
     "service_account": "service account of the pods",
-    "compile_cache": "NEURON_COMPILE_CACHE_URL (default: /shared/neuron-compile-cache with a pvc)",
+    "compile_cache": COMPILE_CACHE,
     "neuron_cc_flags": "NEURON_CC_FLAGS of the job",
     "source_dir": "a script's directory to package (default: the script's own directory)",
 }
@@ -108,3 +112,22 @@ def switch_option(options: Mapping[str, str], key: str) -> bool:
 def neuron_devices(options: Mapping[str, str], nproc: int) -> int:
     """Neuron devices per node: asked for, or enough for nproc workers (a trn1 device has 2 NeuronCores)."""
     return int_option(options, "neuron_devices", max(1, (nproc + 1) // 2))
+
+
+def config_defaults(backend: str, config: Mapping[str, object]) -> dict[str, str]:
+    """A backend's defaults from config.toml's `[backends.<name>]` table (e.g. role, s3_prefix, job_queue),
+    so they need not be typed at every launch; options given on the command line win."""
+    backends = config.get("backends")
+    table = backends.get(backend) if isinstance(backends, Mapping) else None
+    if not isinstance(table, Mapping):
+        return {}
+    known = BY_BACKEND.get(backend, {})
+    defaults: dict[str, str] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise UsageError(
+                f"config.toml [backends.{backend}] {key}: not an option of this backend; "
+                f"use one of {', '.join(sorted(known))}"
+            )
+        defaults[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return defaults

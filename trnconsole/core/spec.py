@@ -194,14 +194,16 @@ def check_value(info: FlagInfo, value: str) -> str | bool:
     return text
 
 
-def check_resources(nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str | None) -> None:
+def check_resources(
+    nproc: int, nnodes: int, node_rank: int, rdzv_endpoint: str | None, backend: str = "local"
+) -> None:
     if nproc < 1:
         raise UsageError(f"--nproc {nproc}: must be a positive integer (processes per node)")
     if nnodes < 1:
         raise UsageError(f"--nnodes {nnodes}: must be a positive integer")
     if not 0 <= node_rank < nnodes:
         raise UsageError(f"--node-rank {node_rank}: must be in [0, {nnodes}) for --nnodes {nnodes}")
-    if nnodes > 1:
+    if nnodes > 1 and backend == "local":  # remote platforms place the nodes and their rendezvous
         if not rdzv_endpoint:
             raise UsageError(
                 f"--nnodes {nnodes}: multi-node torchrun needs --rdzv-endpoint HOST:PORT "

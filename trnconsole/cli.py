@@ -93,6 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     tensorboard = sub.add_parser("tensorboard", help="start TensorBoard on 127.0.0.1 for a run's logs")
     tensorboard.add_argument("target", metavar="RUN|PATH", help="a run id (or prefix) or a log directory")
     tensorboard.add_argument("--port", type=int, default=None, help="default 6006, or a free one if taken")
+    prices = sub.add_parser("prices", help="hourly prices per instance type, with their sources")
+    prices.add_argument(
+        "--refresh", action="store_true", help="fetch current on-demand prices from the AWS Price List API"
+    )
+    prices.add_argument(
+        "--region", default="us-east-1", help="the region the prices are for (default us-east-1)"
+    )
+    prices.add_argument(
+        "--type", action="append", default=[], metavar="INSTANCE", help="only (or also fetch) this type"
+    )
+    prices.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
@@ -418,9 +429,15 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
         "MFU",
         "COMPILES",
         "WALL",
+        "INSTANCE",
+        "$/H",
+        "BILLED",
+        "COST $",
+        "$/1K SAMPLES",
         "x SAMPLES/S",
         "x LOSS",
         "x WALL",
+        "x COST",
     )
     body = []
     for row in rows:
@@ -439,13 +456,26 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
                 fmt.number(row["mfu"]),
                 fmt.number(row["compile_count"]),
                 fmt.duration(row["wall_time_s"]),
+                _instances(row),
+                fmt.number(row["usd_per_hour"]),
+                "-" if row["billed_seconds"] is None else f"{row['billed_seconds']:.0f} s",
+                fmt.money(row["cost_usd"]),
+                fmt.money(row["usd_per_1k_samples"], digits=4),
                 _ratio(row["avg_samples_per_s_ratio"]),
                 _ratio(row["final_loss_ratio"]),
                 _ratio(row["wall_time_s_ratio"]),
+                _ratio(row["cost_usd_ratio"]),
             )
         )
     print(fmt.table(headers, body))
     return 0
+
+
+def _instances(row: dict[str, Any]) -> str:
+    if not row.get("instance_type"):
+        return "-"
+    count = row.get("instances") or 1
+    return f"{count} x {row['instance_type']}" if count > 1 else row["instance_type"]
 
 
 def _ratio(value: float | None) -> str:
@@ -502,6 +532,7 @@ COMMANDS = {
     "monitor": lambda args, extra: _command("monitor", "cmd_monitor")(args, _console),
     "tb": lambda args, extra: _command("tensorboard", "cmd_tb")(args, _console),
     "tensorboard": lambda args, extra: _command("tensorboard", "cmd_tensorboard")(args, _console),
+    "prices": lambda args, extra: _command("prices", "cmd_prices")(args, _console),
 }
 
 

@@ -10,11 +10,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .core.alerts import Alert
 from .core.metrics import headline_eval_metric
+from .core.pricing import Cost
 from .core.series import Series
 from .core.store import RunRecord
 from .core.watch import RunWatcher
@@ -43,6 +44,7 @@ class RunView:
     malformed: int = 0
     series: dict[str, Series] = field(default_factory=dict)
     log_lines_seen: int = 0
+    cost: Cost | None = None
 
 
 class LiveRuns:
@@ -137,6 +139,12 @@ class LiveRuns:
             return list(watcher.log_tail) if watcher else []
 
     def view(self, record: RunRecord, with_series: bool = False) -> RunView:
+        """A snapshot for drawing, with what the run has cost where its instance's price is known."""
+        view = self._view(record, with_series)
+        cost = self.console.cost(record, view.step, view.total_steps, view.samples_per_s)
+        return replace(view, cost=cost) if cost.usd_per_hour is not None else view
+
+    def _view(self, record: RunRecord, with_series: bool = False) -> RunView:
         """A snapshot for drawing (with copies of the chart series when asked: the reader thread keeps
         adding to the originals); finished runs nobody polled fall back to their stored summary."""
         with self._lock:

@@ -20,6 +20,7 @@ from .core import paths
 from .core.errors import UsageError
 from .core.metrics import headline_eval_metric
 from .core.parsers import MetricRegex
+from .core.pricing import Cost, PriceBook, instance_type_from_dmi, run_cost
 from .core.series import SeriesSet
 from .core.spec import (
     BACKENDS,
@@ -44,6 +45,9 @@ REMOTE_POLL_S = 5.0
 # Remote logs arrive late (CloudWatch delivers seconds after the job wrote them): keep mirroring this long
 # after a remote run ended.
 LATE_LOG_S = 120.0
+PRICE_CACHE = "prices.json"
+SAGEMAKER_DEFAULT_INSTANCE = "ml.trn1.2xlarge"
+DMI_PRODUCT = "/sys/devices/virtual/dmi/id/product_name"
 # Figures a bundled runner's result.json states authoritatively; they win over what the log implies.
 RESULT_FIELDS = (
     "step",
@@ -69,6 +73,8 @@ class Console:
         self.store: Store = open_store(self.home)
         self._backends: dict[str, Backend] = {}
         self._remote_polled: dict[str, float] = {}
+        self._prices: PriceBook | None = None
+        self._host_type: str | None = None
 
     def close(self) -> None:
         self.store.close()
@@ -77,6 +83,59 @@ class Console:
         if name not in self._backends:
             self._backends[name] = get_backend(name)
         return self._backends[name]
+
+    # ---- prices ----
+
+    @property
+    def prices(self) -> PriceBook:
+        if self._prices is None:
+            self._prices = PriceBook(paths.load_config(), cache=self.home / "cache" / PRICE_CACHE)
+        return self._prices
+
+    def instances_of(self, record: RunRecord) -> tuple[str | None, int]:
+        """The instance type a run ran on and how many, for its cost."""
+        options = record.spec.backend_options
+        if record.backend == "sagemaker":
+            count = options.get("instance_count") or record.spec.nnodes
+            return options.get("instance_type") or SAGEMAKER_DEFAULT_INSTANCE, int(count)
+        if record.backend != "local":
+            return options.get("instance_type"), record.spec.nnodes
+        return self.host_instance_type(), 1
+
+    def host_instance_type(self) -> str | None:
+        """This host's instance type: config.toml's `instance_type`, else what EC2 names it in DMI."""
+        if self._host_type is None:
+            configured = paths.load_config().get("instance_type")
+            if isinstance(configured, str) and configured:
+                self._host_type = configured
+            else:
+                try:
+                    self._host_type = instance_type_from_dmi(Path(DMI_PRODUCT).read_text()) or ""
+                except OSError:
+                    self._host_type = ""
+        return self._host_type or None
+
+    def cost(
+        self,
+        record: RunRecord,
+        step: int | None = None,
+        total_steps: int | None = None,
+        samples_per_s: float | None = None,
+    ) -> Cost:
+        """What the run has cost so far, will cost at its last step, and costs per 1,000 samples."""
+        instance_type, count = self.instances_of(record)
+        detail = record.detail or {}
+        return run_cost(
+            self.prices.get(instance_type),
+            count,
+            record.elapsed(),
+            billable_s=_number(detail.get("billable_seconds")),
+            training_s=_number(detail.get("training_seconds")),
+            step=step,
+            total_steps=total_steps,
+            samples_per_s=samples_per_s,
+            instance_type=instance_type,
+        )
 
     def run_dir(self, run_id: str) -> Path:
         return self.home / "runs" / run_id
@@ -139,7 +198,7 @@ class Console:
             # The interpreter and torchrun first: a flag table read with a broken interpreter says less.
             self.backend(backend).check(replace(spec, flags={}))
             flags = check_flags(raw, self.flag_table(runner, python), runner)
-            if not flags.get("synthetic") and not flags.get("data"):
+            if not flags.get("synthetic") and not flags.get("data") and not backend_options.get("data_s3"):
                 raise UsageError(f"{runner}: no training data; add --set synthetic=true or --set data=PATH")
             spec = replace(spec, flags=flags)
         self.backend(backend).check(spec)
@@ -377,7 +436,24 @@ class Console:
         summary["exit_code"] = record.exit_code
         if record.detail:
             summary["remote"] = record.detail
+        cost = self.cost(
+            record, summary.get("step"), summary.get("total_steps"), summary.get("avg_samples_per_s")
+        )
+        summary.update(
+            instance_type=cost.instance_type,
+            instances=cost.instances,
+            usd_per_hour=cost.usd_per_hour,
+            price_source=cost.price_source,
+            billed_seconds=cost.billed_seconds,
+            cost_usd=cost.so_far,
+            usd_per_1k_samples=cost.per_1k_samples,
+            spot_savings=cost.spot_savings,
+        )
         return summary
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def series_stats(series: SeriesSet) -> dict[str, dict[str, float | None]]:

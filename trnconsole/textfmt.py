@@ -26,6 +26,11 @@ def number(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def money(dollars: float | None, digits: int = 2) -> str:
+    """Dollars with a fixed number of decimals ("41.43"); "-" when not known."""
+    return "-" if dollars is None else f"{dollars:,.{digits}f}"
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "-"

@@ -16,9 +16,15 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("mfu", "mfu"),
     ("compile_count", "compile_count"),
     ("wall_time_s", "wall_time_s"),
+    ("instance_type", "instance_type"),
+    ("instances", "instances"),
+    ("usd_per_hour", "usd_per_hour"),
+    ("billed_seconds", "billed_seconds"),
+    ("cost_usd", "cost_usd"),
+    ("usd_per_1k_samples", "usd_per_1k_samples"),
 )
 # The figures whose ratio to the baseline is worth a column.
-RATIOS = ("avg_samples_per_s", "final_loss", "eval_value", "wall_time_s")
+RATIOS = ("avg_samples_per_s", "final_loss", "eval_value", "wall_time_s", "cost_usd", "usd_per_1k_samples")
 
 
 def compare_rows(

@@ -8,6 +8,7 @@ from .. import textfmt as fmt
 from ..devicefmt import gib, host_line, run_line
 
 if TYPE_CHECKING:
+    from ..core.pricing import Cost
     from ..live import RunView
     from ..monitors.hub import MonitorSnapshot
 
@@ -52,9 +53,24 @@ def key_numbers(view: RunView | None, now: float) -> str:
     if view.compiles_after_warmup:
         compiles += f" ({view.compiles_after_warmup} after warm-up!)"
     lines.append(f"MFU {mfu}  compiles {compiles}")
+    if view.cost is not None:
+        lines.append(cost_line(view.cost))
     if record.error and record.status != "completed":
         lines.append(record.error)
     return "\n".join(lines)
+
+
+def cost_line(cost: Cost) -> str:
+    """`$12.40 so far (2 x trn1.32xlarge at $21.50/h), ~$31.00 at the end, $0.0042 per 1k samples`"""
+    where = f"{cost.instances} x {cost.instance_type}" if cost.instances > 1 else f"{cost.instance_type}"
+    text = f"${fmt.money(cost.so_far)} so far ({where} at ${fmt.money(cost.usd_per_hour)}/h)"
+    if cost.projected is not None and cost.projected != cost.so_far:
+        text += f", ~${fmt.money(cost.projected)} at the end"
+    if cost.per_1k_samples is not None:
+        text += f", ${fmt.money(cost.per_1k_samples, digits=4)}/1k samples"
+    if cost.spot_savings:
+        text += f", spot saved {100 * cost.spot_savings:.0f}%"
+    return text
 
 
 def device_panel(snapshot: MonitorSnapshot | None, selected: str | None) -> str:

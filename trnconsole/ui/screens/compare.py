@@ -23,10 +23,16 @@ COLUMNS = (
     ("mfu", "MFU"),
     ("compile_count", "COMPILES"),
     ("wall_time_s", "WALL"),
+    ("instance_type", "INSTANCE"),
+    ("usd_per_hour", "$/H"),
+    ("billed_seconds", "BILLED S"),
+    ("cost_usd", "COST $"),
+    ("usd_per_1k_samples", "$/1K SAMPLES"),
     ("avg_samples_per_s_ratio", "x SAMPLES/S"),
     ("final_loss_ratio", "x LOSS"),
     ("eval_value_ratio", "x EVAL"),
     ("wall_time_s_ratio", "x WALL"),
+    ("cost_usd_ratio", "x COST"),
 )
 
 
@@ -118,4 +124,10 @@ def _cell(key: str, row: dict[str, Any]) -> str:
         return f"{row.get('eval_metric')} {fmt.number(value)}"
     if key == "mfu" and value is not None:
         return f"{100 * value:.1f}%"
+    if key == "cost_usd":
+        return fmt.money(value)
+    if key == "usd_per_1k_samples":
+        return fmt.money(value, digits=4)
+    if key == "instance_type" and value and (row.get("instances") or 1) > 1:
+        return f"{row['instances']} x {value}"
     return fmt.number(value) if not isinstance(value, str) else value

@@ -34,6 +34,8 @@ class LaunchRequest:
     name: str | None = None
     extra_args: list[str] = field(default_factory=list)
     parent_id: str | None = None
+    nnodes: int = 1
+    backend_options: dict[str, str] = field(default_factory=dict)
 
     def build_spec(self, service: Any) -> Any:
         """The checked RunSpec, by the CLI's own rules (UsageError otherwise)."""
@@ -43,8 +45,10 @@ class LaunchRequest:
             self.envs,
             backend=self.backend,
             nproc=self.nproc,
+            nnodes=self.nnodes,
             name=self.name,
             extra_args=self.extra_args,
+            backend_options=self.backend_options,
         )
 
 
@@ -62,6 +66,8 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
     LaunchScreen .row Label { width: 26; padding: 1 1 0 0; }
     LaunchScreen .row Input, LaunchScreen .row Select { width: 1fr; }
     LaunchScreen #flags { height: 1fr; border: round $panel; }
+    LaunchScreen #remote { height: auto; max-height: 12; border: round $accent; }
+    LaunchScreen #remote .row Label { width: 18; }
     LaunchScreen #flags .help { color: $text-muted; width: 1fr; padding: 1 0 0 1; }
     LaunchScreen #diff { height: auto; color: $warning; }
     LaunchScreen #error { height: auto; color: $error; }
@@ -98,7 +104,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
                 )
                 yield Input(self.script, placeholder="path/to/train.py", id="script")
             with Horizontal(classes="row"):
-                yield Label("backend / processes")
+                yield Label("backend / procs / nodes")
                 yield Select(
                     [(b, b) for b in self.backends],
                     value=spec.backend if spec else self.backends[0],
@@ -106,6 +112,8 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
                     id="backend",
                 )
                 yield Input(str(spec.nproc if spec else 1), type="integer", id="nproc")
+                yield Input(str(spec.nnodes if spec else 1), type="integer", placeholder="nodes", id="nnodes")
+            yield VerticalScroll(id="remote")
             with Horizontal(classes="row"):
                 yield Label("name / env KEY=VALUE ...")
                 yield Input(spec.name or "" if spec else "", placeholder="name", id="name")
@@ -126,7 +134,61 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
 
     def on_mount(self) -> None:
         self._runner_changed(self.runner)
+        self._backend_changed(str(self.query_one("#backend", Select).value))
         self.query_one("#quick", Input).focus()
+
+    # ---- a remote backend's options ----
+
+    @on(Select.Changed, "#backend")
+    def on_backend(self, event: Select.Changed) -> None:
+        self._backend_changed(str(event.value))
+
+    def _backend_changed(self, backend: str) -> None:
+        from ...backends.options import BY_BACKEND, SWITCHES, config_defaults
+        from ...core.paths import load_config
+
+        box = self.query_one("#remote", VerticalScroll)
+        box.remove_children()
+        table = BY_BACKEND.get(backend, {})
+        box.display = bool(table)
+        if not table:
+            return
+        box.border_title = f"{backend} options (config.toml [backends.{backend}] fills the defaults)"
+        parent = self.parent_record.spec if self.parent_record is not None else None
+        try:
+            initial = config_defaults(backend, load_config())
+        except UsageError as exc:
+            initial = {}
+            self._show_error(str(exc))
+        if parent is not None and parent.backend == backend:
+            initial.update(parent.backend_options)
+        rows = []
+        for key, help_text in table.items():
+            label = Label(key.replace("_", "-"))
+            if key in SWITCHES:
+                on_value = initial.get(key, "").lower() in ("true", "1", "yes", "on")
+                widget: Any = Switch(value=on_value, id=f"opt-{key}")
+                rows.append(Horizontal(label, widget, Static(help_text, classes="help"), classes="row"))
+            else:
+                widget = Input(initial.get(key, ""), placeholder=help_text, id=f"opt-{key}")
+                rows.append(Horizontal(label, widget, classes="row"))
+        box.mount_all(rows)
+
+    def _backend_options(self, backend: str) -> dict[str, str]:
+        from ...backends.options import BY_BACKEND
+
+        options: dict[str, str] = {}
+        for key in BY_BACKEND.get(backend, {}):
+            found = self.query(f"#opt-{key}")
+            if not found:
+                continue
+            widget = found.first()
+            if isinstance(widget, Switch):
+                if widget.value:
+                    options[key] = "true"
+            elif isinstance(widget, Input) and widget.value.strip():
+                options[key] = widget.value.strip()
+        return options
 
     # ---- the flag rows ----
 
@@ -200,6 +262,10 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         nproc_text = self.query_one("#nproc", Input).value.strip() or "1"
         if not nproc_text.isdigit() or int(nproc_text) < 1:
             raise UsageError(f"processes {nproc_text!r}: must be a positive integer")
+        nnodes_text = self.query_one("#nnodes", Input).value.strip() or "1"
+        if not nnodes_text.isdigit() or int(nnodes_text) < 1:
+            raise UsageError(f"nodes {nnodes_text!r}: must be a positive integer")
+        backend = str(self.query_one("#backend", Select).value)
         runner = self.runner
         if runner == "script":
             runner = self.query_one("#script", Input).value.strip()
@@ -214,7 +280,9 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             sets=[*self._sets(), *quick],
             envs=self.query_one("#env", Input).value.split(),
             nproc=int(nproc_text),
-            backend=str(self.query_one("#backend", Select).value),
+            nnodes=int(nnodes_text),
+            backend=backend,
+            backend_options=self._backend_options(backend),
             name=self.query_one("#name", Input).value.strip() or None,
             extra_args=list(self.parent_record.spec.extra_args) if self.parent_record else [],
             parent_id=self.parent_record.id if self.parent_record else None,

@@ -93,6 +93,30 @@ def build_parser() -> argparse.ArgumentParser:
     tensorboard = sub.add_parser("tensorboard", help="start TensorBoard on 127.0.0.1 for a run's logs")
     tensorboard.add_argument("target", metavar="RUN|PATH", help="a run id (or prefix) or a log directory")
     tensorboard.add_argument("--port", type=int, default=None, help="default 6006, or a free one if taken")
+    serve = sub.add_parser("serve", help="the console in a browser on 127.0.0.1 (a console per browser tab)")
+    serve.add_argument(
+        "--port", type=int, default=None, help="default 8000, or a free one if taken; 0: any free port"
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1); any other lets anyone reaching it use the console",
+    )
+    serve.add_argument("--json", action="store_true", help="print the URL as one JSON line once serving")
+
+    sweep = sub.add_parser("sweep", help="run a grid of flag variants and print the comparison table")
+    sweep.add_argument("runner", metavar="RUNNER", nargs="?", help="bert, gpt2, vit or a training script")
+    sweep.add_argument(
+        "--grid", action="append", default=[], metavar="KEY=V1,V2", help="a flag and the values to try"
+    )
+    sweep.add_argument("--steps", type=int, default=None, help="steps of every variant")
+    sweep.add_argument(
+        "--parallel", default="1", metavar="N|auto", help="variants at once (default 1; auto: as cores allow)"
+    )
+    sweep.add_argument("--show", default=None, metavar="SWEEP", help="print the table of an earlier sweep")
+    sweep.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_spec_options(sweep)
+
     prices = sub.add_parser("prices", help="hourly prices per instance type, with their sources")
     prices.add_argument(
         "--refresh", action="store_true", help="fetch current on-demand prices from the AWS Price List API"
@@ -532,6 +556,8 @@ COMMANDS = {
     "monitor": lambda args, extra: _command("monitor", "cmd_monitor")(args, _console),
     "tb": lambda args, extra: _command("tensorboard", "cmd_tb")(args, _console),
     "tensorboard": lambda args, extra: _command("tensorboard", "cmd_tensorboard")(args, _console),
+    "serve": lambda args, extra: _command("serve", "cmd_serve")(args, _console),
+    "sweep": lambda args, extra: _command("sweep", "cmd_sweep")(args, _console),
     "prices": lambda args, extra: _command("prices", "cmd_prices")(args, _console),
 }
 

@@ -110,3 +110,48 @@ def test_a_swept_flag_also_set_and_a_bad_value_are_refused_before_anything_runs(
     assert main(["sweep", "--show", "nope"]) == 2
     assert "--show nope: no sweep matches" in capsys.readouterr().err
     assert not (tmp_path / "home" / "runs").exists() or not any((tmp_path / "home" / "runs").iterdir())
+
+
+@pytest.mark.slow
+def test_the_sweeps_screen_starts_a_sweep_in_its_own_process_and_tables_it(tmp_path, monkeypatch) -> None:
+    import asyncio
+
+    from test_ui_app import make_app, settle, text_of, wait_until
+    from textual.widgets import DataTable, Input
+
+    from trnconsole.ui.screens.sweep import SweepScreen
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRNCONSOLE_HOME", str(home))
+    monkeypatch.setenv("TRNCONSOLE_CONFIG", str(tmp_path / "none.toml"))
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+
+    async def scenario() -> None:
+        app = make_app(home)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("w")
+            await wait_until(pilot, app, lambda: isinstance(app.screen, SweepScreen), timeout=20)
+            await wait_until(pilot, app, lambda: "no sweeps yet" in text_of(app, "#sweep-status"), timeout=20)
+            await pilot.press("n")
+            box = app.screen.query_one("#sweep-args", Input)
+            box.value = f"{script} --grid batch_size=8,16 --grid bogus"
+            await pilot.press("enter")
+            await wait_until(
+                pilot, app, lambda: "--grid 'bogus'" in text_of(app, "#sweep-status"), timeout=30
+            )
+            box.value = f"{script} --grid batch_size=8,16 --steps 5"
+            await pilot.press("enter")
+            table = app.screen.query_one(DataTable)
+
+            def both_done() -> bool:
+                return table.row_count == 2 and "2/2 variants ended" in text_of(app, "#sweep-status")
+
+            await wait_until(pilot, app, both_done, timeout=120)
+            cells = [table.get_row_at(i) for i in range(2)]
+            assert [c[0] for c in cells] == ["8", "16"]
+            assert [c[2] for c in cells] == ["completed", "completed"]
+            assert cells[1][4] == "2.00x"
+
+    asyncio.run(scenario())

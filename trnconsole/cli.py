@@ -19,8 +19,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
+class RaisingParser(OneLineParser):
+    """For arguments typed inside the console: a mistake is a UsageError to show, not a print and an exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser(parser_class: type[OneLineParser] = OneLineParser) -> argparse.ArgumentParser:
+    parser = parser_class(
         prog="trnconsole",
         description="Launch, watch, compare and rerun PyTorch/XLA training jobs on Trainium, GPUs and CPUs.",
     )
@@ -28,13 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--theme", default=None, help="colour theme of the console (trn-dark, trn-light, ...)"
     )
-    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", parser_class=parser_class, metavar="COMMAND")
 
     launch = sub.add_parser("launch", help="start a run (returns at once unless --follow)")
     launch.add_argument("runner", metavar="RUNNER", help="bert, gpt2, vit or a path to a training script")
     _add_spec_options(launch)
     launch.add_argument("--follow", "-f", action="store_true", help="show live progress until the run ends")
     launch.add_argument("--json", action="store_true", help="print the new run's record as JSON")
+    launch.add_argument(
+        "--precompile",
+        action="store_true",
+        help="first compile the run's graphs into the Neuron cache with neuron_parallel_compile",
+    )
 
     runs = sub.add_parser("runs", help="list runs, newest first")
     runs.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
@@ -93,6 +105,40 @@ def build_parser() -> argparse.ArgumentParser:
     tensorboard = sub.add_parser("tensorboard", help="start TensorBoard on 127.0.0.1 for a run's logs")
     tensorboard.add_argument("target", metavar="RUN|PATH", help="a run id (or prefix) or a log directory")
     tensorboard.add_argument("--port", type=int, default=None, help="default 6006, or a free one if taken")
+    precompile = sub.add_parser(
+        "precompile", help="compile a runner's graphs into the Neuron compile cache (neuron_parallel_compile)"
+    )
+    precompile.add_argument("runner", metavar="RUNNER", help="bert, gpt2, vit or a path to a training script")
+    precompile.add_argument(
+        "--nproc", type=int, default=1, help="processes per node, as the real run will use"
+    )
+    precompile.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a runner flag, as for launch"
+    )
+    precompile.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="environment (e.g. NEURON_CC_FLAGS)"
+    )
+    precompile.add_argument(
+        "--python", default=None, help="the runner's Python (default: runner_python or ours)"
+    )
+    precompile.add_argument(
+        "--precompile-steps", type=int, default=10, metavar="N", help="steps of the trial run (default 10)"
+    )
+    precompile.add_argument(
+        "--steps-flag",
+        default=None,
+        metavar="NAME",
+        help="a script's step-limit flag, if not steps/max_steps/...",
+    )
+    precompile.add_argument(
+        "--num-parallel",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compile workers (--num_parallel of the tool)",
+    )
+    precompile.add_argument("--json", action="store_true", help="the summary as JSON (progress on stderr)")
+
     serve = sub.add_parser("serve", help="the console in a browser on 127.0.0.1 (a console per browser tab)")
     serve.add_argument(
         "--port", type=int, default=None, help="default 8000, or a free one if taken; 0: any free port"
@@ -235,6 +281,15 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> int:
         extra_args=extra,
         backend_options=backend_options(args),
     )
+    if args.precompile:
+        from .commands.precompile import run_precompile
+
+        result = run_precompile(spec, console, sys.stderr if args.json else sys.stdout)
+        if not result.ok:
+            print(
+                f"trnconsole: not launched: precompilation failed (log: {result.log_path})", file=sys.stderr
+            )
+            return result.exit_code or 1
     record = console.launch(spec)
     return _after_launch(console, record, args.follow, args.json)
 
@@ -556,6 +611,7 @@ COMMANDS = {
     "monitor": lambda args, extra: _command("monitor", "cmd_monitor")(args, _console),
     "tb": lambda args, extra: _command("tensorboard", "cmd_tb")(args, _console),
     "tensorboard": lambda args, extra: _command("tensorboard", "cmd_tensorboard")(args, _console),
+    "precompile": lambda args, extra: _command("precompile", "cmd_precompile")(args, _console),
     "serve": lambda args, extra: _command("serve", "cmd_serve")(args, _console),
     "sweep": lambda args, extra: _command("sweep", "cmd_sweep")(args, _console),
     "prices": lambda args, extra: _command("prices", "cmd_prices")(args, _console),

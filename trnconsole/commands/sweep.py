@@ -7,6 +7,7 @@ import argparse
 import glob
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.errors import UsageError
@@ -22,12 +23,33 @@ def sweeps_dir(console: Any) -> Any:
 
 
 def cmd_sweep(args: argparse.Namespace, console_factory: Any) -> int:
-    from ..cli import backend_options
-
     console = console_factory()
     if args.show:
         sweep = find_sweep(console, args.show)
         return print_table(console, sweep, sys.stdout, args.json)
+    sweep, specs, parallel = plan_sweep(console, args)
+    sweep.save(sweeps_dir(console))
+    out = sys.stdout
+    if not args.json:
+        how = "one after another" if parallel == 1 else f"{parallel} side by side"
+        out.write(f"sweep {sweep.id}: {len(specs)} variants of {args.runner}, {how}\n")
+        out.flush()
+    try:
+        run_variants(console, sweep, specs, parallel, out, quiet=args.json)
+    except KeyboardInterrupt:
+        running = [r for r in sweep.runs if r]
+        out.write(
+            f"\nsweep {sweep.id}: no more variants started; runs already started go on "
+            f"({', '.join(running)}). The table so far: trnconsole sweep --show {sweep.id}\n"
+        )
+        return 130
+    return print_table(console, sweep, out, args.json)
+
+
+def plan_sweep(console: Any, args: argparse.Namespace) -> tuple[Sweep, list[Any], int]:
+    """The sweep, every variant's checked spec and how many run at once; UsageError before anything starts."""
+    from ..cli import backend_options
+
     if not args.runner:
         raise UsageError("sweep: give a RUNNER (bert, gpt2, vit or a script), or --show SWEEP")
     grid = parse_grid(args.grid)
@@ -58,23 +80,29 @@ def cmd_sweep(args: argparse.Namespace, console_factory: Any) -> int:
         )
         for variant in variants
     ]
-    parallel = side_by_side(args.parallel, args.nproc, len(specs), args.backend)
-    sweep.save(sweeps_dir(console))
-    out = sys.stdout
-    if not args.json:
-        how = "one after another" if parallel == 1 else f"{parallel} side by side"
-        out.write(f"sweep {sweep.id}: {len(specs)} variants of {args.runner}, {how}\n")
-        out.flush()
-    try:
-        run_variants(console, sweep, specs, parallel, out, quiet=args.json)
-    except KeyboardInterrupt:
-        running = [r for r in sweep.runs if r]
-        out.write(
-            f"\nsweep {sweep.id}: no more variants started; runs already started go on "
-            f"({', '.join(running)}). The table so far: trnconsole sweep --show {sweep.id}\n"
+    return sweep, specs, side_by_side(args.parallel, args.nproc, len(specs), args.backend)
+
+
+def start_detached(console: Any, argv: list[str]) -> Path:
+    """`trnconsole sweep ARGV` in its own session, so the sweep goes on when the console that started it
+    quits; its output goes to a log under the sweeps directory, whose path is returned."""
+    import os
+    import subprocess
+
+    directory = sweeps_dir(console)
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / f"started-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    env = {**os.environ, "TRNCONSOLE_HOME": str(console.home)}
+    with log.open("ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "trnconsole.cli", "sweep", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
-        return 130
-    return print_table(console, sweep, out, args.json)
+    return log
 
 
 def side_by_side(requested: str, nproc: int, variants: int, backend: str) -> int:

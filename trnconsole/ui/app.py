@@ -40,6 +40,7 @@ class TrnConsoleApp(App):
         Binding("s", "stop", "Stop", id="stop"),
         Binding("d", "devices", "Devices", id="devices"),
         Binding("t", "tensorboard", "TensorBoard", id="tensorboard"),
+        Binding("w", "sweeps", "Sweeps", id="sweeps"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -324,6 +325,12 @@ class TrnConsoleApp(App):
         log_dir = tensorboard_dir(record.run_dir) if record is not None else None
         if not isinstance(self.screen, TensorBoardScreen):
             self.push_screen(TensorBoardScreen(log_dir))
+
+    def action_sweeps(self) -> None:
+        from .screens.sweep import SweepScreen
+
+        if not isinstance(self.screen, SweepScreen):
+            self.push_screen(SweepScreen(self.service))
 
     def action_stop(self) -> None:
         from .screens.dialogs import ConfirmScreen

@@ -201,3 +201,17 @@ def test_config_file_defaults_fill_backend_options_and_unknown_keys_are_named(tm
     assert config_defaults("batch", config) == {}
     with pytest.raises(UsageError, match=r"\[backends.sagemaker\] queue: not an option of this backend"):
         config_defaults("sagemaker", {"backends": {"sagemaker": {"queue": "q"}}})
+
+
+def test_a_remote_run_is_polled_by_one_console_at_a_time(remote) -> None:
+    console, backend, record = remote
+    backend.lines.append(step_line(1))
+    fd = os.open(record.run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another console is mid-poll (e.g. resubmitting a Batch job)
+        assert console.refresh(record, force=True) == record
+        assert backend.calls == 0
+    finally:
+        os.close(fd)
+    assert console.refresh(record, force=True).status == "running"
+    assert backend.calls == 1

@@ -239,5 +239,5 @@ def test_the_dashboard_states_the_cost_with_its_basis() -> None:
         BUILTIN["trn1.32xlarge"], 2, elapsed_s=1800, step=250, total_steps=1000, samples_per_s=400.0
     )
     assert cost_line(cost) == (
-        "$21.50 so far (2 x trn1.32xlarge at $21.50/h), ~$86.00 at the end, $0.0299/1k samples"
+        "$21.50 so far (2 x trn1.32xlarge at $21.5/h), ~$86.00 at the end, $0.0299/1k samples"
     )

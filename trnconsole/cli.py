@@ -406,6 +406,11 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
         lines.append(("rerun of", f"{record.parent_id}: {_diff_text(record.diff or {}) or 'no change'}"))
     if record.error:
         lines.append(("note", record.error))
+    lines += [(f"{record.backend} {key}", value) for key, value in fmt.detail_rows(record.detail)]
+    if summary.get("usd_per_hour") is not None:
+        where = f"{summary.get('instances')} x {summary['instance_type']}"
+        price = f"${summary['usd_per_hour']:g}/h; {summary.get('price_source')}"
+        lines.append(("cost", f"${fmt.money(summary.get('cost_usd'))} ({where} at {price})"))
     total = summary.get("total_steps")
     lines += [
         ("step", f"{summary.get('step')}" + (f" of {total}" if total else "")),

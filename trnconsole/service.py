@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import get_backend
-from .backends.base import Backend
+from .backends.base import Backend, RunStatus
 from .backends.options import check_options, config_defaults
 from .core import paths
 from .core.errors import UsageError
@@ -36,7 +36,7 @@ from .core.spec import (
 from .core.store import ACTIVE, RunRecord, Store, open_store
 from .core.tail import FileTail
 from .core.watch import LOG_FILE, RunWatcher
-from .logmirror import mirror_logs
+from .logmirror import mirror_logs, run_lock
 
 RESULT_FILE = "result.json"
 # A remote job's status and log are fetched at most this often per run (the UI refreshes every 2 s; the
@@ -77,6 +77,8 @@ class Console:
         self._host_type: str | None = None
 
     def close(self) -> None:
+        for backend in self._backends.values():
+            backend.close()
         self.store.close()
 
     def backend(self, name: str) -> Backend:
@@ -242,26 +244,33 @@ class Console:
         """Ask the backend how an active run stands; record an ending (with its summary) once.
 
         A remote run's new log lines are mirrored into its run directory first, at most every
-        REMOTE_POLL_S unless `force`; a remote service's error becomes the run's note, never an exception
-        that would hide the other runs.
+        REMOTE_POLL_S unless `force`, by one console at a time (a second one skips the pass, so a Batch
+        resubmission is never made twice); a remote service's error becomes the run's note, never an
+        exception that would hide the other runs.
         """
         backend = self.backend(record.backend)
-        if backend.remote:
-            if not force and not self._remote_due(record):
+        if not backend.remote:
+            return self._apply(record, backend, backend.status(record)) if record.status in ACTIVE else record
+        if not force and not self._remote_due(record):
+            return record
+        with run_lock(record.run_dir) as mine:
+            if not mine:
                 return record
+            record = self.store.get(record.id)  # the handle and cursor another console may have moved on
             if record.finished:
                 return self._late_logs(record, backend)
-        if record.status not in ACTIVE:
-            return record
-        try:
-            if backend.remote:
-                mirror_logs(self.store, backend, record)
-            status = backend.status(record)
-        except UsageError as exc:
-            if not backend.remote:
-                raise
-            self.store.update(record.id, error=str(exc), only_if_active=True)
-            return self.store.get(record.id)
+            if record.status not in ACTIVE:
+                return record
+            try:
+                mirror_logs(self.store, backend, record, locked=True)
+                status = backend.status(record)
+            except UsageError as exc:
+                self.store.update(record.id, error=str(exc), only_if_active=True)
+                return self.store.get(record.id)
+            return self._apply(record, backend, status)
+
+    def _apply(self, record: RunRecord, backend: Backend, status: RunStatus) -> RunRecord:
+        """Keep what the backend said: a changed handle or detail, the state, and an ending once."""
         changes: dict[str, Any] = {}
         if status.handle is not None and status.handle != record.handle:
             changes["handle"] = status.handle
@@ -312,7 +321,7 @@ class Console:
 
     def _mirror_quietly(self, record: RunRecord, backend: Backend) -> int:
         try:
-            return mirror_logs(self.store, backend, record)
+            return mirror_logs(self.store, backend, record, locked=True)
         except UsageError:
             return 0  # the status is what matters here; the next pass tries the log again
 

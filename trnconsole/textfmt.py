@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -76,3 +77,51 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value
+
+
+def remote_phase(backend: str, detail: dict[str, Any] | None) -> str | None:
+    """One line of where a remote job stands (`sagemaker: Training`), from its backend's detail."""
+    if not detail:
+        return None
+    phase = detail.get("phase") or detail.get("secondary_status") or detail.get("status")
+    problem = detail.get("problem")
+    text = f"{backend}: {phase}" if phase else None
+    if problem:
+        text = f"{text} - {problem}" if text else f"{backend}: {problem}"
+    return text
+
+
+def detail_rows(detail: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """A remote job's facts as (name, text) rows: plain values as they are, lists and tables counted."""
+    rows = []
+    for key, value in (detail or {}).items():
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        if isinstance(value, list):
+            more = "..., " if len(value) > 3 else ""
+            text = f"{len(value)} ({more}{', '.join(_short(v) for v in value[-3:])})"
+        elif isinstance(value, dict):
+            text = ", ".join(f"{k} {_short(v)}" for k, v in list(value.items())[:6])
+        elif _is_time(key, value):
+            text = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+        else:
+            text = _short(value)
+        rows.append((key.replace("_", " "), text))
+    return rows
+
+
+def _is_time(key: str, value: Any) -> bool:
+    """An epoch-seconds field (`training_start`, `submitted_at`, ...) rather than a count."""
+    named = key.endswith(("_start", "_end", "_at", "_time")) or key in ("start", "end")
+    return named and isinstance(value, (int, float)) and 1e9 < value < 1e10
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        for key in ("status", "phase", "name", "job_id"):
+            if value.get(key):
+                return str(value[key])
+        return json.dumps(value, default=str)[:60]
+    if isinstance(value, float):
+        return number(value)
+    return str(value)

@@ -59,6 +59,9 @@ class Backend(ABC):
         console) continues with nothing repeated or lost.
         """
 
+    def close(self) -> None:  # noqa: B027  (only backends holding threads or connections need it)
+        """Release what the backend holds (watch threads, connections); the jobs are not touched."""
+
     @abstractmethod
     def stop(self, record: RunRecord, grace_s: float = 15.0) -> RunStatus:
         """Ask the job to end. A remote backend may answer "stopping" and report the end on a later status."""

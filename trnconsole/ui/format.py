@@ -35,6 +35,9 @@ def key_numbers(view: RunView | None, now: float) -> str:
         return "no run selected\n\nn  launch a run\n?  help"
     record = view.record
     lines = [f"{record.id}  {record.name or record.runner}  [{record.status}]"]
+    phase = fmt.remote_phase(record.backend, record.detail)
+    if phase:
+        lines[0] += f"  {phase}"
     progress = step_text(view)
     if view.step is not None and view.total_steps:
         progress += f" ({100 * view.step // view.total_steps}%)"
@@ -63,7 +66,7 @@ def key_numbers(view: RunView | None, now: float) -> str:
 def cost_line(cost: Cost) -> str:
     """`$12.40 so far (2 x trn1.32xlarge at $21.50/h), ~$31.00 at the end, $0.0042 per 1k samples`"""
     where = f"{cost.instances} x {cost.instance_type}" if cost.instances > 1 else f"{cost.instance_type}"
-    text = f"${fmt.money(cost.so_far)} so far ({where} at ${fmt.money(cost.usd_per_hour)}/h)"
+    text = f"${fmt.money(cost.so_far)} so far ({where} at ${cost.usd_per_hour:g}/h)"
     if cost.projected is not None and cost.projected != cost.so_far:
         text += f", ~${fmt.money(cost.projected)} at the end"
     if cost.per_1k_samples is not None:

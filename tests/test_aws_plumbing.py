@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import sys
 import time
 import uuid
@@ -85,18 +84,6 @@ def test_missing_boto3_says_how_to_install_it(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "boto3", None)
     with pytest.raises(UsageError, match=r"^boto3 is not installed: pip install trnconsole\[aws\]$"):
         aws_client("logs")
-
-
-def test_importing_the_plumbing_does_not_import_boto3() -> None:
-    code = (
-        "import sys, trnconsole.backends.aws, trnconsole.backends.cloudwatch; "
-        "print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
-# The retry wrapper
 
 
 def test_a_storm_of_5xx_and_throttling_is_survived(logs, aws_env, monkeypatch) -> None:

@@ -209,15 +209,6 @@ def job_definition(env: BatchEnv, arn: str) -> dict[str, Any]:
 # ---- the module and its options ----
 
 
-def test_importing_the_backend_does_not_import_boto3() -> None:
-    code = (
-        "import sys, trnconsole.backends.batch; "
-        "print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
 def test_the_registry_gives_a_remote_backend_taking_the_batch_options() -> None:
     backend = get_backend("batch")
     assert isinstance(backend, BatchBackend)

@@ -8,8 +8,6 @@ import base64
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -124,15 +122,6 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
 
 
 # ---- the module and its options ----
-
-
-def test_importing_the_backend_imports_no_kubernetes_client() -> None:
-    code = (
-        "import sys, trnconsole.backends.kubernetes; "
-        "print(sorted(m for m in ('kubernetes', 'urllib3', 'yaml', 'aiohttp') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
 
 
 def test_the_registry_makes_it_with_no_arguments_and_it_takes_the_k8s_options() -> None:

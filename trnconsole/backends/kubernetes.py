@@ -1170,21 +1170,11 @@ class KubernetesBackend(Backend):
     # ---- status ----
 
     def status(self, record: RunRecord) -> RunStatus:
-        from kubernetes.client.exceptions import ApiException
 
         handle, cluster = self._handle(record)
         ns, job = handle["namespace"], handle["job"]
-        try:
-            obj = cluster.call(
-                cluster.batch.read_namespaced_job,
-                job,
-                ns,
-                verb="get",
-                resource="jobs",
-                namespace=ns,
-                passthrough=(404,),
-            )
-        except ApiException:
+        obj = _read_job(cluster, ns, job)
+        if obj is None:
             self._forget(handle)
             detail = {"namespace": ns, "job": job, "phase": "Deleted"}
             if handle.get("stop_requested"):
@@ -1398,19 +1388,9 @@ class KubernetesBackend(Backend):
                 stream.close()
 
     def _job_over(self, cluster: _Cluster, ns: str, job: str) -> bool:
-        from kubernetes.client.exceptions import ApiException
 
-        try:
-            obj = cluster.call(
-                cluster.batch.read_namespaced_job,
-                job,
-                ns,
-                verb="get",
-                resource="jobs",
-                namespace=ns,
-                passthrough=(404,),
-            )
-        except ApiException:
+        obj = _read_job(cluster, ns, job)
+        if obj is None:
             return True
         return any(
             c.type in ("Complete", "Failed") and c.status == "True" for c in obj.status.conditions or []
@@ -1452,3 +1432,21 @@ class KubernetesBackend(Backend):
             )
 
         return delete
+
+
+def _read_job(cluster: _Cluster, ns: str, job: str) -> Any:
+    """The Job object, or None when it no longer exists."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return cluster.call(
+            cluster.batch.read_namespaced_job,
+            job,
+            ns,
+            verb="get",
+            resource="jobs",
+            namespace=ns,
+            passthrough=(404,),
+        )
+    except ApiException:
+        return None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXED_NOW, make_recorded_home
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Log, Select, Static, Switch
 
 from trnconsole.monitors.host import HostSample
 from trnconsole.monitors.hub import MonitorSnapshot
@@ -228,6 +228,40 @@ def test_rerun_form_is_prefilled_and_shows_the_diff(recorded_home):
             app.screen.query_one("#flag-steps", Input).value = "120"
             await pilot.pause()
             assert "steps: 80 -> 120" in text_of(app, "#diff")
+            await pilot.press("escape")
+
+    asyncio.run(scenario())
+
+
+def test_launch_form_takes_a_remote_backends_options_checked_as_the_cli_checks_them(recorded_home):
+    home, _ = recorded_home
+
+    async def scenario():
+        app = make_app(home)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("n")
+            await wait_until(pilot, app, lambda: bool(app.screen.query("#flag-batch_size")))
+            assert not app.screen.query_one("#remote").display  # local: nothing to ask
+            app.screen.query_one("#backend", Select).value = "sagemaker"
+            await wait_until(pilot, app, lambda: bool(app.screen.query("#opt-s3_prefix")))
+            assert app.screen.query_one("#remote").display
+            assert "(required)" in app.screen.query_one("#opt-role", Input).placeholder
+            app.screen.query_one("#quick", Input).value = "synthetic=true"
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, app, lambda: "checking" not in text_of(app, "#error"))
+            assert "--s3-prefix: required with --backend sagemaker" in text_of(app, "#error")
+            app.screen.query_one("#opt-s3_prefix", Input).value = "s3://bucket/runs"
+            app.screen.query_one("#opt-role", Input).value = "arn:aws:iam::123456789012:role/Training"
+            app.screen.query_one("#opt-spot", Switch).value = True
+            app.screen.query_one("#nnodes", Input).value = "2"
+            request = app.screen._request()
+            assert request.backend == "sagemaker" and request.nnodes == 2
+            assert request.backend_options == {
+                "s3_prefix": "s3://bucket/runs",
+                "role": "arn:aws:iam::123456789012:role/Training",
+                "spot": "true",
+            }
             await pilot.press("escape")
 
     asyncio.run(scenario())

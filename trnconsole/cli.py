@@ -43,6 +43,11 @@ def build_parser(parser_class: type[OneLineParser] = OneLineParser) -> argparse.
     launch.add_argument("--follow", "-f", action="store_true", help="show live progress until the run ends")
     launch.add_argument("--json", action="store_true", help="print the new run's record as JSON")
     launch.add_argument(
+        "--preflight",
+        action="store_true",
+        help="first check the devices and collectives with the run's process count (trnconsole preflight)",
+    )
+    launch.add_argument(
         "--precompile",
         action="store_true",
         help="first compile the run's graphs into the Neuron cache with neuron_parallel_compile",
@@ -105,6 +110,52 @@ def build_parser(parser_class: type[OneLineParser] = OneLineParser) -> argparse.
     tensorboard = sub.add_parser("tensorboard", help="start TensorBoard on 127.0.0.1 for a run's logs")
     tensorboard.add_argument("target", metavar="RUN|PATH", help="a run id (or prefix) or a log directory")
     tensorboard.add_argument("--port", type=int, default=None, help="default 6006, or a free one if taken")
+    preflight = sub.add_parser("preflight", help="device sanity and collective checks before a long run")
+    preflight.add_argument(
+        "--nproc",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes (default: every NeuronCore on a Neuron host, else 2)",
+    )
+    preflight.add_argument(
+        "--device",
+        choices=("auto", "xla", "cuda", "cpu"),
+        default="auto",
+        help="where the workers run (default auto: Neuron, then CUDA, then CPU)",
+    )
+    preflight.add_argument(
+        "--python", default=None, help="the runner's Python (default: runner_python or ours)"
+    )
+    preflight.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="PATH",
+        help="Neuron compile cache whose disk to check (default: NEURON_CC_FLAGS, NEURON_COMPILE_CACHE_URL)",
+    )
+    preflight.add_argument(
+        "--min-free-gb",
+        type=float,
+        default=20.0,
+        metavar="GIB",
+        help="free GiB the cache's disk needs (default 20)",
+    )
+    preflight.add_argument(
+        "--check-timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="seconds one check may take before it counts as hung (default 120)",
+    )
+    preflight.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        metavar="S",
+        help="seconds for the whole preflight (default 900)",
+    )
+    preflight.add_argument("--json", action="store_true", help="machine-readable output")
+
     precompile = sub.add_parser(
         "precompile", help="compile a runner's graphs into the Neuron compile cache (neuron_parallel_compile)"
     )
@@ -281,6 +332,21 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> int:
         extra_args=extra,
         backend_options=backend_options(args),
     )
+    if args.preflight:
+        from .commands.preflight import report_text, run_preflight
+
+        if spec.backend != "local":
+            raise UsageError(
+                f"--preflight: checks this host's devices; it does not apply to --backend {spec.backend}"
+            )
+        device = spec.flags.get("device")
+        report = run_preflight(
+            spec.nproc, device if isinstance(device, str) else "auto", python=spec.python, env=spec.env
+        )
+        print(report_text(report), file=sys.stderr if args.json else sys.stdout)
+        if not report.ok:
+            print("trnconsole: not launched: a preflight check failed", file=sys.stderr)
+            return report.exit_code or 1
     if args.precompile:
         from .commands.precompile import run_precompile
 
@@ -616,6 +682,7 @@ COMMANDS = {
     "monitor": lambda args, extra: _command("monitor", "cmd_monitor")(args, _console),
     "tb": lambda args, extra: _command("tensorboard", "cmd_tb")(args, _console),
     "tensorboard": lambda args, extra: _command("tensorboard", "cmd_tensorboard")(args, _console),
+    "preflight": lambda args, extra: _command("preflight", "cmd_preflight")(args, _console),
     "precompile": lambda args, extra: _command("precompile", "cmd_precompile")(args, _console),
     "serve": lambda args, extra: _command("serve", "cmd_serve")(args, _console),
     "sweep": lambda args, extra: _command("sweep", "cmd_sweep")(args, _console),

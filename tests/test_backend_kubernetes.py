@@ -719,3 +719,67 @@ def test_clients_are_made_once_per_kubeconfig_and_context(cluster, tmp_path) -> 
     finally:
         one.close()
     assert made == [(str((tmp_path / "kubeconfig").resolve()), "fake")]
+
+
+# ---- through the CLI, as a user sees it ----
+
+
+def test_the_cli_launches_mirrors_streams_and_stops_a_k8s_run(cluster, tmp_path, monkeypatch, capsys) -> None:
+    from trnconsole.cli import main
+    from trnconsole.service import Console
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRNCONSOLE_HOME", str(home))
+    monkeypatch.setenv("TRNCONSOLE_CONFIG", str(tmp_path / "none.toml"))
+    script = tmp_path / "train.py"
+    script.write_text("print('step')\n")
+    assert main(["launch", str(script), "--backend", "k8s", "--nnodes", "2", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["id"]
+    job = Console(home).store.get(run_id).handle["job"]
+    rank0, rank1 = (p["metadata"]["name"] for p in cluster.job_pods(NS, job))
+    for pod in (rank0, rank1):
+        cluster.set_pod_phase(NS, pod, "Running")
+    cluster.append_log(NS, rank0, "LOG Sun Nov 22 07:42:44 2026 - (0, 1) step_loss : 0.9000")
+
+    assert main(["logs", run_id]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "[rank 0] LOG Sun Nov 22 07:42:44 2026 - (0, 1) step_loss : 0.9000"
+    ]
+
+    # `logs -f` prints the mirror up to its cursor, then streams every rank from there on.
+    follower = threading.Thread(target=main, args=(["logs", "-f", run_id],), daemon=True)
+    follower.start()
+    time.sleep(1.0)
+    cluster.append_log(NS, rank1, "rank one joins")
+    cluster.append_log(NS, rank0, "LOG Sun Nov 22 07:42:45 2026 - (0, 2) step_loss : 0.8000")
+    time.sleep(1.0)
+    for pod in (rank0, rank1):
+        cluster.set_pod_phase(NS, pod, "Succeeded")
+    follower.join(timeout=20)
+    assert not follower.is_alive()
+    streamed = capsys.readouterr().out.splitlines()
+    assert streamed[0] == "[rank 0] LOG Sun Nov 22 07:42:44 2026 - (0, 1) step_loss : 0.9000"
+    assert sorted(streamed[1:]) == [
+        "[rank 0] LOG Sun Nov 22 07:42:45 2026 - (0, 2) step_loss : 0.8000",
+        "[rank 1] rank one joins",
+    ]
+    assert main(["show", run_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "completed" and shown["summary"]["step"] == 2
+
+
+def test_the_cli_stops_a_k8s_run_and_reports_it_stopped_once_the_job_is_gone(
+    cluster, tmp_path, monkeypatch, capsys
+) -> None:
+    from trnconsole.cli import main
+
+    monkeypatch.setenv("TRNCONSOLE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRNCONSOLE_CONFIG", str(tmp_path / "none.toml"))
+    script = tmp_path / "train.py"
+    script.write_text("print('step')\n")
+    assert main(["launch", str(script), "--backend", "k8s", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["id"]
+    assert main(["stop", run_id]) == 0
+    assert capsys.readouterr().out.strip() == f"{run_id} stopping"
+    assert main(["show", run_id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "stopped"

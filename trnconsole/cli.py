@@ -512,6 +512,10 @@ def cmd_logs(args: argparse.Namespace, extra: list[str]) -> int:
 
     console = _console()
     record = console.refresh(console.store.resolve(args.run), force=True)  # a remote log mirrored first
+    backend = console.backend(record.backend)
+    stream = getattr(backend, "follow", None)
+    if args.follow and stream is not None and not record.finished:
+        return _stream_remote(console, record, stream, args.tail)
     lines, cursor = console.read_log(record, None)
     if args.tail is not None:
         lines = lines[-args.tail :] if args.tail > 0 else []
@@ -530,6 +534,25 @@ def cmd_logs(args: argparse.Namespace, extra: list[str]) -> int:
             time.sleep(0.5)
     except KeyboardInterrupt:
         return 0
+
+
+def _stream_remote(console: Any, record: Any, stream: Any, tail: int | None) -> int:
+    """`logs -f` of a backend that streams (every pod's log as it is written): the mirrored log up to the
+    saved cursor, then the stream from that very cursor, so nothing is skipped or printed twice."""
+    saved = console.store.get(record.id).log_cursor or {}
+    mirrored = (
+        (record.run_dir / "stdout.log").read_bytes()[: int(saved.get("log_bytes", 0))] if saved else b""
+    )
+    lines = mirrored.decode("utf-8", errors="replace").splitlines()
+    if tail is not None:
+        lines = lines[-tail:] if tail > 0 else []
+    _print_lines(lines)
+    try:
+        for new, _ in stream(record, saved.get("remote")):
+            _print_lines(new)
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 def _print_lines(lines: list[str]) -> None:

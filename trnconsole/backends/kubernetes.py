@@ -1305,6 +1305,8 @@ class KubernetesBackend(Backend):
             cut = limit is not None and len(data) >= limit
             if cut:
                 text = text[: text.rfind("\n") + 1]  # the last line was cut short: the next read has it
+            if not text:
+                return []  # a running container that has written nothing yet
             lines: list[tuple[int, str]] = []
             previous: tuple[int, str] | None = None
             for line in text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"):

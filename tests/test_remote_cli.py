@@ -68,7 +68,8 @@ def test_a_sagemaker_run_is_launched_mirrored_once_shown_and_costed(home, capsys
         {"Status": "Training", "StartTime": at(42), "StatusMessage": "Training in progress."},
     ]
     logs = aws_client("logs")
-    if not logs.describe_log_groups(logGroupNamePrefix=GROUP)["logGroups"]:
+    existing = logs.describe_log_groups(logGroupNamePrefix=GROUP)["logGroups"]
+    if GROUP not in {g["logGroupName"] for g in existing}:  # other tests make groups that start with it
         logs.create_log_group(logGroupName=GROUP)
     stream = f"{name}/algo-1-1782729176"
     logs.create_log_stream(logGroupName=GROUP, logStreamName=stream)

@@ -25,9 +25,17 @@ def moto_url() -> Iterator[str]:
     server.stop()
 
 
-@pytest.fixture
-def aws_env(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> str:
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_MAX_ATTEMPTS"):
+def point_aws_at(monkeypatch: pytest.MonkeyPatch, tmp_path, endpoint_variable: str, url: str) -> None:
+    """boto3 with test credentials, no profile or config file, and `endpoint_variable`
+    (AWS_ENDPOINT_URL, or a per-service one such as AWS_ENDPOINT_URL_PRICING) pointing at `url`."""
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_REGION",
+        "AWS_SESSION_TOKEN",
+        "AWS_MAX_ATTEMPTS",
+        "AWS_ENDPOINT_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
@@ -35,7 +43,12 @@ def aws_env(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> str:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv(endpoint_variable, url)
+
+
+@pytest.fixture
+def aws_env(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> str:
+    point_aws_at(monkeypatch, tmp_path, "AWS_ENDPOINT_URL", moto_url)
     return moto_url
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from aws_helpers import point_aws_at
 
 from trnconsole.cli import main
 from trnconsole.core.compare import compare_rows
@@ -201,14 +202,7 @@ def price_list_api(monkeypatch, tmp_path) -> Iterator[list[dict]]:
     port = site._server.sockets[0].getsockname()[1]
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", f"http://127.0.0.1:{port}")
+    point_aws_at(monkeypatch, tmp_path, "AWS_ENDPOINT_URL_PRICING", f"http://127.0.0.1:{port}")
     monkeypatch.setenv("TRNCONSOLE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("TRNCONSOLE_CONFIG", str(tmp_path / "none.toml"))
     yield requests

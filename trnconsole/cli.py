@@ -539,10 +539,10 @@ def cmd_logs(args: argparse.Namespace, extra: list[str]) -> int:
 def _stream_remote(console: Any, record: Any, stream: Any, tail: int | None) -> int:
     """`logs -f` of a backend that streams (every pod's log as it is written): the mirrored log up to the
     saved cursor, then the stream from that very cursor, so nothing is skipped or printed twice."""
+    from .core.watch import LOG_FILE
+
     saved = console.store.get(record.id).log_cursor or {}
-    mirrored = (
-        (record.run_dir / "stdout.log").read_bytes()[: int(saved.get("log_bytes", 0))] if saved else b""
-    )
+    mirrored = (record.run_dir / LOG_FILE).read_bytes()[: int(saved.get("log_bytes", 0))] if saved else b""
     lines = mirrored.decode("utf-8", errors="replace").splitlines()
     if tail is not None:
         lines = lines[-tail:] if tail > 0 else []

@@ -89,9 +89,14 @@ class Console:
     # ---- prices ----
 
     @property
+    def price_cache(self) -> Path:
+        """Where `prices --refresh` keeps the Price List API's figures."""
+        return self.home / "cache" / PRICE_CACHE
+
+    @property
     def prices(self) -> PriceBook:
         if self._prices is None:
-            self._prices = PriceBook(paths.load_config(), cache=self.home / "cache" / PRICE_CACHE)
+            self._prices = PriceBook(paths.load_config(), cache=self.price_cache)
         return self._prices
 
     def instances_of(self, record: RunRecord) -> tuple[str | None, int]:

@@ -19,9 +19,7 @@ def cmd_prices(args: argparse.Namespace, console_factory: Any) -> int:
     if args.refresh:
         types = sorted({*console.prices.prices, *args.type})
         fetched = refresh(types, args.region)
-        from ..service import PRICE_CACHE
-
-        write_cache(console.home / "cache" / PRICE_CACHE, fetched)
+        write_cache(console.price_cache, fetched)
         missing = sorted(set(types) - {p.instance_type for p in fetched})
         console = console_factory()  # a fresh price book, now with the cache
         if missing and not args.json:

@@ -64,8 +64,16 @@ def text_of(app: TrnConsoleApp, selector: str) -> str:
 async def wait_until(pilot, app, predicate, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"timed out: {state_of(app)}"
         await settle(pilot, app, 0.5)
+
+
+def state_of(app: TrnConsoleApp) -> str:
+    """What a failed wait saw: the screen, the focused widget, each run's status and the notifications."""
+    runs = ", ".join(f"{r.id} {r.status}" for r in app.live.records) or "no runs"
+    notes = " | ".join(n.message for n in app._notifications)
+    screen = type(app.screen).__name__
+    return f"screen {screen}, focus {app.focused!r}, {runs}; notifications: {notes or 'none'}"
 
 
 def test_dashboard_shows_the_run_its_numbers_charts_and_log(recorded_home):

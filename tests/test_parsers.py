@@ -20,7 +20,12 @@ from trnconsole.core.errors import UsageError
 from trnconsole.core.events import Event
 from trnconsole.core.parsers import JsonlParser, LogLineParser, MetricRegex, StepColumns
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The `reader` fixture patches the module for all of a test's examples, as it should.
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 ROUND_TRIP = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 LOG_STEP = (
@@ -31,6 +36,23 @@ LOG_STEP = (
 
 def same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
+
+
+@pytest.fixture(params=["compiled", "python"])
+def reader(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The batch paths with the compiled reader of step lines (`_linescan`), and as an install without a
+    C compiler has them."""
+    if request.param == "compiled":
+        yield request.param
+        return
+    with mock.patch.object(parsers, "_linescan", None):
+        yield request.param
+
+
+def test_the_compiled_reader_of_step_lines_is_built() -> None:
+    # scripts/test.sh installs the project with the compiler this machine has: the fuzz tests below would
+    # otherwise only compare the Python paths with each other.
+    assert parsers._linescan is not None
 
 
 # ---- metrics.jsonl ----
@@ -546,7 +568,7 @@ def test_jsonl_step_line_with_a_field_that_is_not_a_number_gives_the_same_rows(o
         '{"kind": "step", "s": "\x01"}',
     ],
 )
-def test_jsonl_lines_read_alike_with_and_without_orjson(line: str) -> None:
+def test_jsonl_lines_read_alike_with_and_without_orjson(reader: str, line: str) -> None:
     fast = JsonlParser()
     got = normalized(fast.parse_batch([line, line]))
     with mock.patch.object(parsers, "_orjson_loads", None):
@@ -571,6 +593,24 @@ ODD_JSONL_LINES = [
     '{"kind": "step", "step": 1, "loss": 1e400}',
     '{"kind": "step", "step": 1, "loss": 123456789012345678901234567890}',
     '{"kind": "step", "step": 1, "deep": ' + "[" * 1010 + "]" * 1010 + "}",
+    '{"t": 1.0, "kind": "step", "step": 1, "loss": NaN}',
+    '{"t": 1.0, "kind": "step", "step": 1, "lo\\u0073s": 0.5}',
+    '{"t": 1.0, "kind": "step", "step": 01, "loss": 0.5}',
+    '{"t": "nan", "kind": "step", "step": 1, "loss": 0.5}',
+    '{"t": 1.0, "kind": "step", "step": "nan", "loss": 0.5}',
+    '{"t": 1.0, "kind": "step", "step": 1.5, "loss": 0.5}',
+    '{"t": 1.0, "kind": "step", "step": 1234567890123456789, "loss": 0.5}',
+    '{"t": 1.0, "kind": "step", "step": 123456789012345678, "loss": 0.5}',
+    '{"t":1.0,"kind":"step","step":2,"loss":-0}',
+    ' {"t": 1.0,\t"kind" : "step", "step": 3, "loss": -0.0E+2}\r',
+    '{"t": 1.0, "kind": "step", "step": 4, "lösß": 0.5}',
+    '{"t": 1.0, "kind": "step", "step": 5, "loss": 1.0e-5000}',
+    '{"t": 1.0, "kind": "step", "step": 6, "loss": 0.' + "1234567890" * 8 + "}",
+    '{"t": 1.0, "kind": "step", "step": 7, "loss": 1.}',
+    '{"t": 1.0, "kind": "step", "step": 8, "loss": 0.5,}',
+    '{"t": 1.0, "kind": "step", "step": 9, "loss": "NaN"}',
+    '{"t": 1.0, "kind": "step", "step": 10, "loss": true}',
+    '{"t": 1.0, "kind": "step", "step": 11, "kind": "step"}',
 ]
 plain_numbers = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**53), 2**53), st.integers(0, 100)
@@ -625,7 +665,7 @@ def jsonl_batches(draw: st.DrawFn) -> list[list[str]]:
 
 @FUZZ
 @given(batches=jsonl_batches())
-def test_jsonl_batch_path_gives_the_rows_of_the_line_path(batches: list[list[str]]) -> None:
+def test_jsonl_batch_path_gives_the_rows_of_the_line_path(reader: str, batches: list[list[str]]) -> None:
     columns, rows = JsonlParser(), JsonlParser()
     for batch in batches:
         assert normalized(columns.parse_batch(batch)) == normalized(rows.parse_rows(batch))
@@ -634,7 +674,9 @@ def test_jsonl_batch_path_gives_the_rows_of_the_line_path(batches: list[list[str
 
 @FUZZ
 @given(batches=jsonl_batches())
-def test_jsonl_reads_the_same_with_orjson_and_with_the_stdlib_scanner(batches: list[list[str]]) -> None:
+def test_jsonl_reads_the_same_with_orjson_and_with_the_stdlib_scanner(
+    reader: str, batches: list[list[str]]
+) -> None:
     lines = [line for batch in batches for line in batch]
     fast = JsonlParser()
     got = normalized(fast.parse_batch(lines))
@@ -642,6 +684,18 @@ def test_jsonl_reads_the_same_with_orjson_and_with_the_stdlib_scanner(batches: l
         slow = JsonlParser()
         assert normalized(slow.parse_batch(lines)) == normalized(JsonlParser().parse_rows(lines)) == got
     assert (fast.lines, fast.malformed) == (slow.lines, slow.malformed)
+
+
+def runner_step_line(step: int) -> str:
+    return json.dumps({"t": 1_700_000_000.0 + step, "kind": "step", "step": step, "loss": 1 / (step + 1)})
+
+
+@pytest.mark.parametrize("odd", ODD_JSONL_LINES)
+def test_jsonl_odd_line_between_step_lines_gives_the_rows_of_the_line_path(reader: str, odd: str) -> None:
+    lines = [runner_step_line(1), runner_step_line(2), odd, runner_step_line(3), odd, odd]
+    columns, rows = JsonlParser(), JsonlParser()
+    assert normalized(columns.parse_batch(lines)) == normalized(rows.parse_rows(lines))
+    assert (columns.lines, columns.malformed) == (rows.lines, rows.malformed)
 
 
 LOG_SHAPES = [
@@ -668,6 +722,15 @@ ODD_LOG_LINES = [
     "{'loss': 0.5, 'learning_rate': 1e-05, 'epoch': 0.1}",
     "{'eval_loss': 0.41, 'epoch': 1.0}",
     "{'loss': oops}",
+    "LOG t - (0, 11) step_loss : 1.0\n",
+    "LOG t - (0, 12) step_lösß : 1.0",
+    "LOG t - (0, 13) step_loss : 1e999",
+    "LOG t - (0, 14) step_loss : -Infinity",
+    "LOG t - (0, 15) step_loss : 0." + "1234567890" * 8,
+    "LOG t - (0, 1234567890123456789) step_loss : 1.0",
+    "LOG\tt - (0,16)\tstep_loss\t:\t1.0",
+    "LOG t - (0, 17) step_loss : 1,5",
+    'LOG t - (0, 18) step_loss : "1.5"',
 ]
 log_values = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False).map(lambda v: f"{v:.4f}"),
@@ -707,9 +770,23 @@ def log_batches(draw: st.DrawFn) -> list[list[str]]:
     return [lines[a:b] for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
 
 
+@pytest.mark.parametrize("odd", ODD_LOG_LINES)
+def test_log_odd_line_between_step_lines_gives_the_rows_of_the_line_path(reader: str, odd: str) -> None:
+    step_line = LOG_STEP.replace("(0, 10)", "(0, {})").format
+    lines = [step_line(1), step_line(2), odd, step_line(3), odd, odd]
+    columns, rows = LogLineParser(), LogLineParser()
+    assert normalized(columns.parse_batch(lines)) == normalized(rows.parse_rows(lines))
+    assert (columns.lines, columns.malformed, columns.events, columns.step) == (
+        rows.lines,
+        rows.malformed,
+        rows.events,
+        rows.step,
+    )
+
+
 @FUZZ
 @given(batches=log_batches())
-def test_log_batch_path_gives_the_rows_of_the_line_path(batches: list[list[str]]) -> None:
+def test_log_batch_path_gives_the_rows_of_the_line_path(reader: str, batches: list[list[str]]) -> None:
     columns, rows = LogLineParser(), LogLineParser()
     for batch in batches:
         assert normalized(columns.parse_batch(batch)) == normalized(rows.parse_rows(batch))
@@ -760,3 +837,30 @@ def test_log_lines_that_only_look_alike_read_as_one_by_one(lines: list[str]) -> 
     columns, rows = LogLineParser(), LogLineParser()
     assert normalized(columns.parse_batch(lines)) == normalized(rows.parse_rows(lines))
     assert (columns.step, columns.malformed, columns.events) == (rows.step, rows.malformed, rows.events)
+
+
+def test_the_compiled_reader_keeps_no_memory_between_calls() -> None:
+    import tracemalloc
+
+    jsonl = [runner_step_line(step) for step in range(50)]
+    jsonl[20] = ODD_JSONL_LINES[-8]  # a number beyond a double: read one by one
+    log = [LOG_STEP.replace("(0, 10)", f"(0, {step})") for step in range(50)]
+    log[30] = "LOG t - (0, 14) step_loss : -Infinity"
+
+    def read_all() -> None:
+        for at in range(0, 50, 7):
+            parsers._linescan.jsonl_steps(jsonl, at)
+            parsers._linescan.log_steps(log, at)
+        parsers._linescan.jsonl_steps(ODD_JSONL_LINES, 0)
+        parsers._linescan.log_steps(ODD_LOG_LINES, 0)
+
+    read_all()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(300):
+            read_all()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024, f"{grown} bytes kept after 300 rounds"

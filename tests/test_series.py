@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 from itertools import cycle, islice
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trnconsole.core import series as series_module
 from trnconsole.core.events import Event
 from trnconsole.core.parsers import StepColumns
 from trnconsole.core.series import Series, SeriesSet
@@ -340,3 +342,49 @@ def test_ints_beyond_float_range_count_as_infinite() -> None:
         series.extend(list(range(len(ys))), ys)
         assert series.nonfinite == 1
         assert series.max == max(v for v in ys if abs(v) < 2**1023)
+
+
+def test_the_compiled_bucket_folding_is_built() -> None:
+    assert series_module._buckets is not None  # scripts/test.sh builds it with this machine's compiler
+
+
+# Equal values that repr tells apart: 0.0 and -0.0, 1 and 1.0; and ints exact as doubles, or just not.
+ties = st.sampled_from([0.0, -0.0, 1.0, 1, -1.0, -1, 0.5, 0, 2**53, -(2**53), 2**53 + 1, 2.0**53])
+
+
+@PROPERTY
+@given(
+    ys=st.one_of(
+        st.lists(ties, max_size=3000),
+        st.lists(st.one_of(st.floats(-1e6, 1e6), ties), max_size=3000),
+        st.lists(values, max_size=600),
+    ),
+    capacity=st.integers(2, 40),
+    batch=st.sampled_from([0, 1, 7, 100, 1000]),
+)
+def test_compiled_bucket_folding_leaves_a_series_as_python_folding_does(
+    ys: list[float], capacity: int, batch: int
+) -> None:
+    xs = [float(i) for i in range(len(ys))]
+    compiled = Series(capacity)
+    fill(compiled, xs, ys, batch)
+    with mock.patch.object(series_module, "_buckets", None):
+        python = Series(capacity)
+        fill(python, xs, ys, batch)
+    assert repr(sorted(vars(compiled).items())) == repr(sorted(vars(python).items()))
+
+
+@PROPERTY
+@given(
+    buckets=st.lists(st.lists(st.one_of(ties, st.floats(-1e6, 1e6)), min_size=5, max_size=5), min_size=1),
+    width=st.sampled_from([1, 5]),
+)
+def test_compiled_bucket_extremes_are_those_of_min_and_max(buckets: list[list[float]], width: int) -> None:
+    values = [value for bucket in buckets for value in bucket]
+    groups = [values[at : at + width] for at in range(0, len(values), width)]
+    mins, maxes = [min(group) for group in groups], [max(group) for group in groups]
+    exact = all(type(v) is float or abs(v) <= 2**53 for v in values)
+    want = (mins, maxes, min(values), max(values)) if exact else None
+    assert repr(series_module._buckets.extremes(values, width)) == repr(want)
+    assert series_module._buckets.extremes([*values[1:], math.nan], width) is None
+    assert series_module._buckets.extremes([2**53 + 1] * width, width) is None  # not exact as a double

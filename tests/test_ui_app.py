@@ -304,11 +304,13 @@ def test_light_theme_by_name_and_unknown_theme_falls_back(recorded_home):
     assert name == "trn-dark" and any("no-such-theme" in n for n in notes)
 
 
+# Runs until stopped: the test stops it. The deadline only bounds what a failed test leaves behind; it is
+# long because a loaded machine takes a while to get to the stop (the job ending first fails the test).
 CHATTY = """
 import sys, time
 print("chatty up", flush=True)
 step = 0
-deadline = time.time() + 120
+deadline = time.time() + 900
 while time.time() < deadline:
     lines = []
     for _ in range(1000):
@@ -355,6 +357,12 @@ def test_launch_from_the_form_then_stop_with_confirmation_while_it_floods_the_lo
             await wait_until(pilot, app, stopped, timeout=60)
         return run_id
 
-    run_id = asyncio.run(scenario())
+    try:
+        run_id = asyncio.run(scenario())
+    finally:
+        console = Console(home)
+        for left in console.store.list():
+            if not console.refresh(left).finished:
+                console.stop(left, grace_s=1.0)
     record = Console(home).store.get(run_id)
     assert record.status == "stopped" and record.name == "chatty"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, compress, groupby, repeat, starmap
 from math import hypot
@@ -20,6 +20,11 @@ try:
     from orjson import loads as _orjson_loads
 except ImportError:  # the stdlib scanner reads every line then
     _orjson_loads = None
+
+try:
+    from . import _linescan
+except ImportError:  # installed without a C compiler: the batch paths read step lines in Python
+    _linescan = None
 
 # An event's fields in Event's order, for batch paths that skip building Event objects.
 Row = tuple[str, int | None, dict[str, float], float | None, dict[str, Any]]
@@ -130,26 +135,63 @@ class JsonlParser:
         """`parse_rows`, with each run of step lines that hold only numbers as one `StepColumns`."""
         lines = lines if type(lines) is list else list(lines)
         out: Batch = []
-        malformed = 0
-        for at in range(0, len(lines), _SUB_BATCH):
-            chunk = lines[at : at + _SUB_BATCH]
-            n = len(chunk)
-            records = _load_json(chunk)
-            try:
-                kinds = list(map(dict.get, records, repeat("kind")))
-            except TypeError:  # a line that is not a JSON object
-                kinds = [record.get("kind") if type(record) is dict else None for record in records]
-            others = [] if kinds.count("step") == n else compress(range(n), map(ne, kinds, repeat("step")))
-            start = 0
-            for end in (*others, n):
-                if end > start:
-                    malformed += _step_records_into(records[start:end], chunk[start:end], out)
-                if end < n:
-                    malformed += _rows_into(records[end : end + 1], chunk[end : end + 1], out)
-                start = end + 1
+        if _linescan is None:
+            malformed = _records_into(lines, out)
+        else:
+            malformed = 0
+            done = 0  # lines[:done] are in `out`
+            for start, end, found in _runs(_linescan.jsonl_steps, lines):
+                if found is None:
+                    continue
+                if start > done:
+                    malformed += _records_into(lines[done:start], out)
+                keys, columns = found
+                by_key = dict(zip(keys, columns, strict=True))
+                steps, ts = by_key.pop("step"), by_key.pop("t")
+                _append_block(out, StepColumns(steps, ts, tuple(by_key), list(by_key.values())))
+                done = end
+            if done < len(lines):
+                malformed += _records_into(lines[done:], out)
         self.lines += len(lines)
         self.malformed += malformed
         return out
+
+
+def _runs(read: Any, lines: list[str]) -> Iterator[tuple[int, int, Any]]:
+    """(start, end, what `read` gave) for each run of lines that `read` (a `_linescan` function) read at
+    once, in order; (start, start + 1, None) for each line it did not."""
+    at, n = 0, len(lines)
+    while at < n:
+        found = read(lines, at)
+        if found is None or found[0] <= at:
+            yield at, at + 1, None
+            at += 1
+        else:
+            yield at, found[0], found[1:]
+            at = found[0]
+
+
+def _records_into(lines: list[str], out: Batch) -> int:
+    """Appends the events of these metrics.jsonl lines, read line by line, runs of step lines as columns;
+    returns how many were malformed."""
+    malformed = 0
+    for at in range(0, len(lines), _SUB_BATCH):
+        chunk = lines[at : at + _SUB_BATCH]
+        n = len(chunk)
+        records = _load_json(chunk)
+        try:
+            kinds = list(map(dict.get, records, repeat("kind")))
+        except TypeError:  # a line that is not a JSON object
+            kinds = [record.get("kind") if type(record) is dict else None for record in records]
+        others = [] if kinds.count("step") == n else compress(range(n), map(ne, kinds, repeat("step")))
+        start = 0
+        for end in (*others, n):
+            if end > start:
+                malformed += _step_records_into(records[start:end], chunk[start:end], out)
+            if end < n:
+                malformed += _rows_into(records[end : end + 1], chunk[end : end + 1], out)
+            start = end + 1
+    return malformed
 
 
 def _load_json(lines: list[str]) -> list[Any]:
@@ -407,13 +449,27 @@ class LogLineParser:
         lines = lines if type(lines) is list else list(lines)
         out: Batch = []
         malformed = 0
-        for at in range(0, len(lines), _SUB_BATCH):
-            chunk = lines[at : at + _SUB_BATCH]
-            block = self._uniform_log_columns(chunk)
-            if block is None:
-                malformed += self._mixed_lines_into(chunk, out)
-            else:
+        if _linescan is None:
+            for at in range(0, len(lines), _SUB_BATCH):
+                chunk = lines[at : at + _SUB_BATCH]
+                block = self._uniform_log_columns(chunk)
+                if block is None:
+                    malformed += self._mixed_lines_into(chunk, out)
+                else:
+                    _append_block(out, block)
+        else:
+            done = 0  # lines[:done] are in `out`
+            for start, end, found in _runs(_linescan.log_steps, lines):
+                block = None if found is None else self._log_block(*found)
+                if block is None:
+                    continue
+                if start > done:
+                    malformed += self._parse_into(lines[done:start], out)[1]
                 _append_block(out, block)
+                self.step = block.steps[-1]
+                done = end
+            if done < len(lines):
+                malformed += self._parse_into(lines[done:], out)[1]
         self.lines += len(lines)
         self.malformed += malformed
         self.events += sum(len(item) if type(item) is StepColumns else 1 for item in out)
@@ -452,6 +508,16 @@ class LogLineParser:
             elif regexes:
                 malformed += self._match_user(line, out)
         return n, malformed
+
+    def _log_block(
+        self, names: tuple[str, ...], epochs: list[int], steps: list[int], columns: list[list[float]]
+    ) -> StepColumns | None:
+        """What `_linescan.log_steps` read, as `_parse_log` reads each line: None when these are not step
+        lines, or when a field overwrites the epoch or another field (the lines' own path keeps the last)."""
+        kind, renamed = self._kind_and_names(names)
+        if kind != "step" or "epoch" in renamed or len(set(renamed)) != len(renamed):
+            return None
+        return StepColumns(steps, None, (*renamed, "epoch"), [*columns, epochs])
 
     def _uniform_log_columns(self, lines: list[str]) -> StepColumns | None:
         """Lines that all start with `LOG ` and split into as many tokens as the first: as columns, from

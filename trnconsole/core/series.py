@@ -13,6 +13,11 @@ from typing import Any
 from .events import Event
 from .parsers import Row, StepColumns
 
+try:
+    from . import _buckets
+except ImportError:  # installed without a C compiler: min() and max() over each bucket
+    _buckets = None
+
 _INF = float("inf")
 _NAN = float("nan")
 _MAX_FLOAT = 1.7976931348623157e308
@@ -36,6 +41,19 @@ def _beyond_float(ints: Sequence[int]) -> bool:
     except OverflowError:
         pass
     return max(ints) > _MAX_FLOAT or min(ints) < -_MAX_FLOAT
+
+
+def _extremes(values: list[float], width: int) -> tuple[list[float], list[float], float, float]:
+    """The min and max of each `width` consecutive values (a whole number of buckets), then of them all."""
+    if _buckets is not None and type(values) is list:
+        found = _buckets.extremes(values, width)
+        if found is not None:
+            return found
+    if width == 1:
+        return values, values, min(values), max(values)
+    groups = list(zip(*[iter(values)] * width, strict=True))
+    mins, maxes = list(map(min, groups)), list(map(max, groups))
+    return mins, maxes, min(mins), max(maxes)
 
 
 def _finite(values: Sequence[float]) -> list[float]:
@@ -153,7 +171,7 @@ class Series:
                 j = min(n, i + width - bcount[-1])
                 chunk = ys[i:j] if all_finite else _finite(ys[i:j])
                 if chunk:
-                    lo, hi = min(chunk), max(chunk)
+                    _, _, lo, hi = _extremes(chunk, len(chunk))
                     lows.append(lo)
                     highs.append(hi)
                     if lo < bmin[-1]:
@@ -191,18 +209,11 @@ class Series:
             bx1 += xs[i + width - 1 : j : width]
             blast += segment[width - 1 :: width]
             bcount += [width] * full
-            if width == 1:
-                bmin += segment
-                bmax += segment
-                lows.append(min(segment))
-                highs.append(max(segment))
-            else:
-                groups = list(zip(*[iter(segment)] * width, strict=True))
-                mins, maxes = list(map(min, groups)), list(map(max, groups))
-                bmin += mins
-                bmax += maxes
-                lows.append(min(mins))
-                highs.append(max(maxes))
+            mins, maxes, lo, hi = _extremes(segment, width)
+            bmin += mins
+            bmax += maxes
+            lows.append(lo)
+            highs.append(hi)
             i = j
         if from_buckets:
             lo, hi = min(lows), max(highs)

@@ -731,12 +731,16 @@ ODD_LOG_LINES = [
     "LOG\tt - (0,16)\tstep_loss\t:\t1.0",
     "LOG t - (0, 17) step_loss : 1,5",
     'LOG t - (0, 18) step_loss : "1.5"',
+    "LOG t - (0, 19) step_loss : -0 learning_rate : 7 throughput : -0.0",
+    "LOG t - (-0, 20) step_loss : 00 learning_rate : -00.5e1 throughput : 1e-0",
 ]
 log_values = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False).map(lambda v: f"{v:.4f}"),
     st.floats(allow_nan=False, allow_infinity=False).map(lambda v: f"{v:.2e}"),
     st.floats(allow_nan=False, allow_infinity=False).map(repr),
-    st.sampled_from(["nan", "inf", "-inf", "NaN", "1_0", "+5", "abc", "0x10", "1e999", "١٢", ".5", "5."]),
+    st.sampled_from(
+        ["nan", "inf", "-inf", "NaN", "1_0", "+5", "abc", "0x10", "1e999", "١٢", ".5", "5.", "-0", "7", "-00"]
+    ),
 )
 log_numbers = st.one_of(
     st.integers(0, 10**6).map(str),

@@ -108,10 +108,9 @@ static int token_to_double(Span token, double *out) {
     return 1;
 }
 
-/* The buffer's numbers, nrows x width in rows, as `width` column lists; with as_float, ints become floats
- * (LOG values are float()s). Strings (non-finite floats and LOG tokens that are not JSON) are read by
- * token_to_double. Consumes the buffer. */
-static PyObject *columns_of(Buffer *b, Py_ssize_t nrows, Py_ssize_t width, int as_float) {
+/* The buffer's numbers, nrows x width in rows, as `width` column lists. Strings (non-finite floats, and LOG
+ * values other than JSON floats) are read by token_to_double. */
+static PyObject *columns_of(Buffer *b, Py_ssize_t nrows, Py_ssize_t width) {
     PyObject *values = NULL;
     if (nrows > 0 && orjson_loads != NULL) {
         b->data[0] = '[';
@@ -166,9 +165,6 @@ static PyObject *columns_of(Buffer *b, Py_ssize_t nrows, Py_ssize_t width, int a
                 const char *text = PyUnicode_AsUTF8AndSize(item, &n);
                 if (text == NULL || !token_to_double((Span){text, n}, &x)) goto error;
                 item = PyFloat_FromDouble(x);
-            } else if (as_float && PyLong_CheckExact(item)) {
-                x = PyLong_AsDouble(item);
-                item = x == -1.0 && PyErr_Occurred() ? NULL : PyFloat_FromDouble(x);
             } else {
                 Py_INCREF(item);
             }
@@ -314,7 +310,7 @@ static PyObject *jsonl_steps(PyObject *Py_UNUSED(module), PyObject *args) {
         if (key == NULL) goto done;
         PyTuple_SET_ITEM(keys, c++, key);
     }
-    columns = columns_of(&b, at - start, shape.n - 1, 0);
+    columns = columns_of(&b, at - start, shape.n - 1);
 done:
     PyMem_Free(b.data);
     if (PyErr_Occurred()) {
@@ -381,12 +377,13 @@ static int plain_ascii(const char *p, Py_ssize_t len) {
     return 1;
 }
 
-/* Appends a LOG value: a JSON number as it is, any other text float() reads as a string (read by
- * token_to_double later); 0 when float() would not read it. */
+/* Appends a LOG value: a JSON number with a fraction or exponent as it is, any other text float() reads as a
+ * string (read by token_to_double later: an integer such as "-0" is a float for float(), -0.0, not the int
+ * JSON makes of it); 0 when float() would not read it. */
 static int put_log_value(Buffer *b, Span token) {
     int is_int;
     if (memchr(token.text, '_', token.len) != NULL) return 0; /* float() reads "1_0"; leave it to it */
-    if (json_number_end(token.text, token.text + token.len, &is_int) == token.text + token.len)
+    if (json_number_end(token.text, token.text + token.len, &is_int) == token.text + token.len && !is_int)
         return put_number(b, token, 0) < 0 ? -1 : 1;
     double x;
     if (!token_to_double(token, &x)) return 0;
@@ -406,7 +403,8 @@ static int read_log_line(const char *p, Py_ssize_t len, LogShape *shape, Buffer 
     const char *end = p + len;
     long long epoch, step;
     Py_ssize_t i = 0, mark = b->len;
-    if (!plain_ascii(p, len) || (p = log_head(p, end, &epoch, &step)) == NULL) return 0;
+    if (len < 4 || memcmp(p, "LOG", 3) != 0 || !plain_ascii(p, len)) return 0;
+    if ((p = log_head(p, end, &epoch, &step)) == NULL) return 0;
     Span name, colon, value;
     for (; (p = next_token(p, end, &name)) != NULL; i++) {
         if (i >= MAX_FIELDS || (p = next_token(p, end, &colon)) == NULL ||
@@ -460,7 +458,7 @@ static PyObject *log_steps(PyObject *Py_UNUSED(module), PyObject *args) {
         if (name == NULL) goto done;
         PyTuple_SET_ITEM(names, k, name);
     }
-    columns = columns_of(&b, at - start, shape.n, 1);
+    columns = columns_of(&b, at - start, shape.n);
 done:
     PyMem_Free(b.data);
     if (columns == NULL) {

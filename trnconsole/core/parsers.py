@@ -157,11 +157,21 @@ class JsonlParser:
         return out
 
 
-def _runs(read: Any, lines: list[str]) -> Iterator[tuple[int, int, Any]]:
+def _runs(
+    read: Any, lines: list[str], candidates: list[bool] | None = None
+) -> Iterator[tuple[int, int, Any]]:
     """(start, end, what `read` gave) for each run of lines that `read` (a `_linescan` function) read at
-    once, in order; (start, start + 1, None) for each line it did not."""
+    once, in order, and (start, end, None) for the lines between; `read` is only tried at `candidates`."""
     at, n = 0, len(lines)
     while at < n:
+        if candidates is not None and not candidates[at]:
+            try:
+                end = candidates.index(True, at)
+            except ValueError:
+                end = n
+            yield at, end, None
+            at = end
+            continue
         found = read(lines, at)
         if found is None or found[0] <= at:
             yield at, at + 1, None
@@ -459,7 +469,8 @@ class LogLineParser:
                     _append_block(out, block)
         else:
             done = 0  # lines[:done] are in `out`
-            for start, end, found in _runs(_linescan.log_steps, lines):
+            starts = list(map(str.startswith, lines, repeat("LOG")))
+            for start, end, found in _runs(_linescan.log_steps, lines, starts):
                 block = None if found is None else self._log_block(*found)
                 if block is None:
                     continue

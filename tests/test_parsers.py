@@ -868,3 +868,29 @@ def test_the_compiled_reader_keeps_no_memory_between_calls() -> None:
     finally:
         tracemalloc.stop()
     assert grown < 64 * 1024, f"{grown} bytes kept after 300 rounds"
+
+
+json_tokens = st.sampled_from(
+    ['{"t": ', '{"kind": "step"', '"kind": "step", ', '"step": ', '"t": ', '"loss": ', ", ", "}", "{", "1",
+     "-0", "1.5e3", '"nan"', '"inf"', "NaN", "1" * 20, '"', "\\", "\x00", "é", "true", "[1]", " ", "\t"]
+)  # fmt: skip
+any_line = st.one_of(
+    st.text(max_size=80),
+    st.lists(json_tokens, max_size=12).map("".join),
+    st.lists(metric_tokens, max_size=16).map("".join),
+    st.sampled_from(["\ud800", "LOG t - (0, 1) step_loss : \udcff", '{"t": 1, "kind": "step", "step": 1}']),
+)
+
+
+@FUZZ
+@given(lines=st.lists(any_line, max_size=12))
+def test_compiled_readers_take_any_text_and_agree_with_the_line_path(lines: list[str]) -> None:
+    for start in range(len(lines) + 1):  # from every line, as the batch paths may call them
+        parsers._linescan.jsonl_steps(lines, start)
+        parsers._linescan.log_steps(lines, start)
+    columns, rows = JsonlParser(), JsonlParser()
+    assert normalized(columns.parse_batch(lines)) == normalized(rows.parse_rows(lines))
+    assert columns.malformed == rows.malformed
+    log_columns, log_rows = LogLineParser(), LogLineParser()
+    assert normalized(log_columns.parse_batch(lines)) == normalized(log_rows.parse_rows(lines))
+    assert (log_columns.malformed, log_columns.step) == (log_rows.malformed, log_rows.step)

@@ -12,6 +12,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #define MAX_FIELDS 128
@@ -225,8 +226,9 @@ static int read_json_line(const char *p, const char *end, JsonShape *shape, Buff
     p = skip_json_space(p + 1, end);
     for (;; i++) {
         Span key, value;
-        if (i >= MAX_FIELDS || (p = json_plain_string(p, end, &key)) == NULL) goto fail;
+        if (i >= MAX_FIELDS) goto fail;
         if (learn) {
+            if ((p = json_plain_string(p, end, &key)) == NULL) goto fail;
             for (Py_ssize_t k = 0; k < i; k++)
                 if (shape->keys[k].len == key.len && memcmp(shape->keys[k].text, key.text, key.len) == 0)
                     goto fail; /* a key twice: json keeps the last value */
@@ -234,9 +236,14 @@ static int read_json_line(const char *p, const char *end, JsonShape *shape, Buff
             if (span_is(key, "kind")) shape->kind_at = i;
             if (span_is(key, "step")) shape->step_at = i;
             if (span_is(key, "t")) shape->t_at = i;
-        } else if (i >= shape->n || key.len != shape->keys[i].len ||
-                   memcmp(key.text, shape->keys[i].text, key.len) != 0) {
-            goto fail;
+        } else {
+            /* The learnt key's text, quoted: it holds no quote, escape or control character itself. */
+            if (i >= shape->n) goto fail;
+            key = shape->keys[i];
+            if (end - p < key.len + 2 || p[0] != '"' || p[key.len + 1] != '"' ||
+                memcmp(p + 1, key.text, key.len) != 0)
+                goto fail;
+            p += key.len + 2;
         }
         p = skip_json_space(p, end);
         if (p >= end || *p != ':') goto fail;
@@ -368,12 +375,25 @@ static const char *next_token(const char *p, const char *end, Span *token) {
     return p;
 }
 
-/* Printable ASCII and tabs only: Python's str.split() and the regexes' \s then split as the above does. */
+static int plain_byte(unsigned char c) { return (c >= 0x20 && c <= 0x7e) || c == '\t'; }
+
+/* Printable ASCII and tabs only: Python's str.split() and the regexes' \s then split as the above does.
+ * Eight bytes at a time: a word passes when none of its bytes is below 0x20 or above 0x7e. */
 static int plain_ascii(const char *p, Py_ssize_t len) {
-    for (Py_ssize_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if ((c < 0x20 && c != '\t') || c > 0x7e) return 0;
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        uint64_t below = (word - ones * 0x20) & ~word & highs; /* some byte < 0x20 */
+        uint64_t above = ((word + ones * (127 - 0x7e)) | word) & highs; /* some byte > 0x7e */
+        if (below | above) {
+            for (Py_ssize_t k = i; k < i + 8; k++)
+                if (!plain_byte((unsigned char)p[k])) return 0;
+        }
     }
+    for (; i < len; i++)
+        if (!plain_byte((unsigned char)p[i])) return 0;
     return 1;
 }
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,13 @@ RUNNERS = REPO / "runners"
 sys.path.insert(0, str(RUNNERS))  # in-process tests import trn_harness the way the runner scripts do
 
 from aws_helpers import aws_env, moto_url  # noqa: E402, F401  (fixtures for every module)
+
+# The compiled ingest extensions (trnconsole/core/_linescan.c, _buckets.c) are built at install with the C
+# compiler Python was built with; where there is none, the install goes on without them.
+HAVE_C_COMPILER = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is not None
+needs_c_compiler = pytest.mark.skipif(
+    not HAVE_C_COMPILER, reason="no C compiler here, so no compiled extensions were built"
+)
 
 
 def runner_env(**extra: str) -> dict[str, str]:

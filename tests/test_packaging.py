@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import HAVE_C_COMPILER, REPO
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,8 @@ def compiled(names: list[str]) -> list[str]:
 def test_wheel_ships_runners_under_the_package(tmp_path):
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
-    assert len(compiled(names)) == 2, compiled(names)  # _linescan and _buckets
+    if HAVE_C_COMPILER:
+        assert len(compiled(names)) == 2, compiled(names)  # _linescan and _buckets
     for runner in ("bert", "gpt2", "vit"):
         assert f"trnconsole/runners/{runner}.py" in names
     assert "trnconsole/runners/trn_harness/loop.py" in names

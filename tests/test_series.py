@@ -7,6 +7,7 @@ from itertools import cycle, islice
 from unittest import mock
 
 import pytest
+from conftest import needs_c_compiler
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -344,6 +345,7 @@ def test_ints_beyond_float_range_count_as_infinite() -> None:
         assert series.max == max(v for v in ys if abs(v) < 2**1023)
 
 
+@needs_c_compiler
 def test_the_compiled_bucket_folding_is_built() -> None:
     assert series_module._buckets is not None  # scripts/test.sh builds it with this machine's compiler
 
@@ -352,6 +354,7 @@ def test_the_compiled_bucket_folding_is_built() -> None:
 ties = st.sampled_from([0.0, -0.0, 1.0, 1, -1.0, -1, 0.5, 0, 2**53, -(2**53), 2**53 + 1, 2.0**53])
 
 
+@needs_c_compiler
 @PROPERTY
 @given(
     ys=st.one_of(
@@ -374,6 +377,7 @@ def test_compiled_bucket_folding_leaves_a_series_as_python_folding_does(
     assert repr(sorted(vars(compiled).items())) == repr(sorted(vars(python).items()))
 
 
+@needs_c_compiler
 @PROPERTY
 @given(
     buckets=st.lists(st.lists(st.one_of(ties, st.floats(-1e6, 1e6)), min_size=5, max_size=5), min_size=1),

@@ -45,6 +45,9 @@ REMOTE_POLL_S = 5.0
 # Remote logs arrive late (CloudWatch delivers seconds after the job wrote them): keep mirroring this long
 # after a remote run ended.
 LATE_LOG_S = 120.0
+# A launch that has not finished submitting its run after this long never will (a remote submit uploads the
+# source first, so minutes are normal).
+SUBMIT_GRACE_S = 1800.0
 PRICE_CACHE = "prices.json"
 SAGEMAKER_DEFAULT_INSTANCE = "ml.trn1.2xlarge"
 DMI_PRODUCT = "/sys/devices/virtual/dmi/id/product_name"
@@ -253,6 +256,8 @@ class Console:
         resubmission is never made twice); a remote service's error becomes the run's note, never an
         exception that would hide the other runs.
         """
+        if record.status == "starting":
+            return self._starting(record)
         backend = self.backend(record.backend)
         if not backend.remote:
             return self._apply(record, backend, backend.status(record)) if record.status in ACTIVE else record
@@ -273,6 +278,21 @@ class Console:
                 self.store.update(record.id, error=str(exc), only_if_active=True)
                 return self.store.get(record.id)
             return self._apply(record, backend, status)
+
+    def _starting(self, record: RunRecord) -> RunRecord:
+        """A run being submitted has nothing for its backend to look at yet (no pid, no job name): asking
+        would call it lost while `launch` is still starting it. Only a launch that never finished (its console
+        killed mid-submit) leaves a run "starting"; after SUBMIT_GRACE_S it is called lost."""
+        if time.time() - record.created_at < SUBMIT_GRACE_S:
+            return record
+        self.store.update(
+            record.id,
+            status="lost",
+            ended_at=time.time(),
+            error="the launch never finished submitting this run (its console ended during the launch)",
+            only_if_active=True,
+        )
+        return self.store.get(record.id)
 
     def _apply(self, record: RunRecord, backend: Backend, status: RunStatus) -> RunRecord:
         """Keep what the backend said: a changed handle or detail, the state, and an ending once."""

@@ -296,17 +296,12 @@ static PyObject *jsonl_steps(PyObject *Py_UNUSED(module), PyObject *args) {
     Buffer b = {NULL, 0, 0};
     PyObject *keys = NULL, *columns = NULL;
     if (put(&b, "[", 1) < 0) return NULL;
-    /* The first line teaches the shape (the "kind" key's position must be known before its value is read,
-     * so the line is read twice). */
-    const char *text = as_utf8(PyList_GET_ITEM(lines, start), &len);
-    int read = text == NULL ? 0 : read_json_line(text, text + len, &shape, &b, 1);
     Py_ssize_t at = start;
-    if (read > 0) {
-        b.len = 1;
-        for (; at < n; at++) {
-            text = as_utf8(PyList_GET_ITEM(lines, at), &len);
-            if (text == NULL || (read = read_json_line(text, text + len, &shape, &b, 0)) <= 0) break;
-        }
+    int read = 1;
+    for (; at < n; at++) {
+        const char *text = as_utf8(PyList_GET_ITEM(lines, at), &len);
+        read = text == NULL ? 0 : read_json_line(text, text + len, &shape, &b, at == start);
+        if (read <= 0) break;
     }
     if (read < 0 || at == start) goto done;
     keys = PyTuple_New(shape.n - 1);
@@ -320,13 +315,9 @@ static PyObject *jsonl_steps(PyObject *Py_UNUSED(module), PyObject *args) {
     columns = columns_of(&b, at - start, shape.n - 1);
 done:
     PyMem_Free(b.data);
-    if (PyErr_Occurred()) {
-        Py_XDECREF(keys);
-        Py_XDECREF(columns);
-        return NULL;
-    }
     if (columns == NULL) {
         Py_XDECREF(keys);
+        if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
     return Py_BuildValue("nNN", at, keys, columns);

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, compress, groupby, repeat, starmap
 from math import hypot
@@ -138,47 +138,55 @@ class JsonlParser:
         if _linescan is None:
             malformed = _records_into(lines, out)
         else:
-            malformed = 0
-            done = 0  # lines[:done] are in `out`
-            for start, end, found in _runs(_linescan.jsonl_steps, lines):
-                if found is None:
-                    continue
-                if start > done:
-                    malformed += _records_into(lines[done:start], out)
-                keys, columns = found
-                by_key = dict(zip(keys, columns, strict=True))
-                steps, ts = by_key.pop("step"), by_key.pop("t")
-                _append_block(out, StepColumns(steps, ts, tuple(by_key), list(by_key.values())))
-                done = end
-            if done < len(lines):
-                malformed += _records_into(lines[done:], out)
+            malformed = _read_in_runs(_linescan.jsonl_steps, lines, out, _jsonl_block, _records_into)
         self.lines += len(lines)
         self.malformed += malformed
         return out
 
 
-def _runs(
-    read: Any, lines: list[str], candidates: list[bool] | None = None
-) -> Iterator[tuple[int, int, Any]]:
-    """(start, end, what `read` gave) for each run of lines that `read` (a `_linescan` function) read at
-    once, in order, and (start, end, None) for the lines between; `read` is only tried at `candidates`."""
-    at, n = 0, len(lines)
+def _read_in_runs(
+    read: Any,
+    lines: list[str],
+    out: Batch,
+    block_of: Any,
+    lines_into: Any,
+    candidates: list[bool] | None = None,
+) -> int:
+    """Appends the events of `lines` to `out`, in order: each run of lines that `read` (a `_linescan`
+    function, tried only at `candidates`) reads at once as the block `block_of` makes of what it read, and
+    every other line, and every run `block_of` refuses (None), through `lines_into`. Returns how many lines
+    were malformed."""
+    malformed = done = at = 0  # lines[:done] are in `out`
+    n = len(lines)
     while at < n:
         if candidates is not None and not candidates[at]:
             try:
-                end = candidates.index(True, at)
+                at = candidates.index(True, at)
             except ValueError:
-                end = n
-            yield at, end, None
-            at = end
+                break
             continue
         found = read(lines, at)
         if found is None or found[0] <= at:
-            yield at, at + 1, None
             at += 1
-        else:
-            yield at, found[0], found[1:]
-            at = found[0]
+            continue
+        if at > done:  # first the lines before the run: a block may depend on what they set
+            malformed += lines_into(lines[done:at], out)
+            done = at
+        block = block_of(*found[1:])
+        if block is not None:
+            _append_block(out, block)
+            done = found[0]
+        at = found[0]
+    if done < n:
+        malformed += lines_into(lines[done:], out)
+    return malformed
+
+
+def _jsonl_block(keys: tuple[str, ...], columns: list[list[Any]]) -> StepColumns:
+    """What `_linescan.jsonl_steps` read, as the line path's `_step_columns` makes it."""
+    by_key = dict(zip(keys, columns, strict=True))
+    steps, ts = by_key.pop("step"), by_key.pop("t")
+    return StepColumns(steps, ts, tuple(by_key), list(by_key.values()))
 
 
 def _records_into(lines: list[str], out: Batch) -> int:
@@ -468,19 +476,15 @@ class LogLineParser:
                 else:
                     _append_block(out, block)
         else:
-            done = 0  # lines[:done] are in `out`
             starts = list(map(str.startswith, lines, repeat("LOG")))
-            for start, end, found in _runs(_linescan.log_steps, lines, starts):
-                block = None if found is None else self._log_block(*found)
-                if block is None:
-                    continue
-                if start > done:
-                    malformed += self._parse_into(lines[done:start], out)[1]
-                _append_block(out, block)
-                self.step = block.steps[-1]
-                done = end
-            if done < len(lines):
-                malformed += self._parse_into(lines[done:], out)[1]
+            malformed = _read_in_runs(
+                _linescan.log_steps,
+                lines,
+                out,
+                self._log_block,
+                lambda chunk, into: self._parse_into(chunk, into)[1],
+                starts,
+            )
         self.lines += len(lines)
         self.malformed += malformed
         self.events += sum(len(item) if type(item) is StepColumns else 1 for item in out)
@@ -523,11 +527,13 @@ class LogLineParser:
     def _log_block(
         self, names: tuple[str, ...], epochs: list[int], steps: list[int], columns: list[list[float]]
     ) -> StepColumns | None:
-        """What `_linescan.log_steps` read, as `_parse_log` reads each line: None when these are not step
-        lines, or when a field overwrites the epoch or another field (the lines' own path keeps the last)."""
+        """What `_linescan.log_steps` read, as `_parse_log` reads each line (the current step included): None
+        when these are not step lines, or when a field overwrites the epoch or another field (the lines' own
+        path keeps the last)."""
         kind, renamed = self._kind_and_names(names)
         if kind != "step" or "epoch" in renamed or len(set(renamed)) != len(renamed):
             return None
+        self.step = steps[-1]
         return StepColumns(steps, None, (*renamed, "epoch"), [*columns, epochs])
 
     def _uniform_log_columns(self, lines: list[str]) -> StepColumns | None:

@@ -6,9 +6,9 @@ Goals: >= 300,000 events/s for both paths; peak RSS <= 150 MB after 10,000,000 e
 
     python benchmarks/ingest.py [--lines 1000000] [--rss-events N] [--breakdown]
 
-Both paths are also timed as an install without a C compiler runs them (no `_linescan`: step lines read in
-Python). --breakdown also times the parsers alone and their floors (orjson.loads, str.split), in the same
-run, and prints where a line's time goes.
+Both paths are also timed as an install without a C compiler runs them (no `_linescan` nor `_buckets`: step
+lines read and series buckets folded in Python). --breakdown also times the parsers alone and their floors
+(orjson.loads, str.split), in the same run, and prints where a line's time goes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trnconsole.core import parsers
+from trnconsole.core import parsers, series
 from trnconsole.core.metrics import RunMetrics
 from trnconsole.core.parsers import JsonlParser, LogLineParser
 
@@ -124,15 +124,16 @@ def bare_split(chunk: list[str]) -> None:
     " ".join(chunk).split()  # how LogLineParser cuts a batch of LOG lines into tokens
 
 
-def without_compiled_reader(consume: Callable[[list[str]], object]) -> Callable[[list[str]], None]:
+def without_extensions(consume: Callable[[list[str]], object]) -> Callable[[list[str]], None]:
     """`consume` as it runs where the project was installed without a C compiler."""
 
     def run(chunk: list[str]) -> None:
-        compiled, parsers._linescan = parsers._linescan, None
+        reader, folding = parsers._linescan, series._buckets
+        parsers._linescan = series._buckets = None
         try:
             consume(chunk)
         finally:
-            parsers._linescan = compiled
+            parsers._linescan, series._buckets = reader, folding
 
     return run
 
@@ -167,16 +168,16 @@ def main() -> None:
     # child's ru_maxrss, so measuring after the throughput runs would report this process, not the child.
     rss = measure_rss(rss_events)
 
-    compiled = parsers._linescan is not None
-    print(f"compiled reader of step lines (trnconsole.core._linescan): {'yes' if compiled else 'NOT BUILT'}")
+    for module, name in ((parsers._linescan, "_linescan"), (series._buckets, "_buckets")):
+        print(f"compiled extension trnconsole.core.{name}: {'yes' if module is not None else 'NOT BUILT'}")
     jsonl_metrics, log_metrics = RunMetrics(), RunMetrics()
     python_metrics = {"jsonl python": RunMetrics(), "log python": RunMetrics()}
     paths = {
         "bare": ("jsonl", bare_json_loads),
         "jsonl": ("jsonl", jsonl_metrics.feed_jsonl_lines),
         "log": ("log", log_metrics.feed_log_lines),
-        "jsonl python": ("jsonl", without_compiled_reader(python_metrics["jsonl python"].feed_jsonl_lines)),
-        "log python": ("log", without_compiled_reader(python_metrics["log python"].feed_log_lines)),
+        "jsonl python": ("jsonl", without_extensions(python_metrics["jsonl python"].feed_jsonl_lines)),
+        "log python": ("log", without_extensions(python_metrics["log python"].feed_log_lines)),
     }
     if orjson is not None:
         paths["orjson"] = ("jsonl", bare_orjson_loads)
@@ -208,7 +209,7 @@ def main() -> None:
         goal = f">= {GOAL_EVENTS_PER_S:,}/s {verdict(rate[path] >= GOAL_EVENTS_PER_S)}"
         print(f"{name:<46}{rate[path]:>12,.0f}{rate[path] / bare_rate:>14.2f}x   {goal}")
         python = rate[f"{path} python"]
-        print(f"{'  the same, no compiled reader':<46}{python:>12,.0f}{python / bare_rate:>14.2f}x")
+        print(f"{'  the same, no compiled extensions':<46}{python:>12,.0f}{python / bare_rate:>14.2f}x")
     if args.breakdown:
         print_breakdown({name: 1e9 / r for name, r in rate.items()})
 

@@ -520,9 +520,9 @@ def test_runner_step_lines_come_as_one_column_block_between_other_events() -> No
         "StepColumns",
     ]
     block = batch[1]
-    assert block.steps == [1, 2, 3, 4, 5]
+    assert list(block.steps) == [1, 2, 3, 4, 5]
     assert block.names == ("epoch", "loss", "lr", "samples_per_s", "step_time_s", "grad_norm")
-    assert block.columns[0] == [0] * 5 and block.ts == [1763797364.142] * 5
+    assert list(block.columns[0]) == [0] * 5 and list(block.ts) == [1763797364.142] * 5
     assert normalized(batch) == normalized(JsonlParser().parse_rows(lines))
     assert (parser.lines, parser.malformed) == (8, 0)
 
@@ -807,7 +807,7 @@ def test_runner_log_lines_come_as_one_column_block() -> None:
     parser = LogLineParser()
     [block] = parser.parse_batch(lines)
     assert isinstance(block, StepColumns)
-    assert block.steps == [10, 11, 12, 13] and block.ts is None
+    assert list(block.steps) == [10, 11, 12, 13] and block.ts is None
     assert block.names == (
         "loss",
         "lr",
@@ -818,7 +818,7 @@ def test_runner_log_lines_come_as_one_column_block() -> None:
         "grad_norm",
         "epoch",
     )
-    assert block.columns[0] == [0.8339] * 4
+    assert list(block.columns[0]) == [0.8339] * 4
     assert (parser.step, parser.lines, parser.events) == (13, 4, 4)
 
 
@@ -900,3 +900,72 @@ def test_compiled_readers_take_any_text_and_agree_with_the_line_path(lines: list
     log_columns, log_rows = LogLineParser(), LogLineParser()
     assert normalized(log_columns.parse_batch(lines)) == normalized(log_rows.parse_rows(lines))
     assert (log_columns.malformed, log_columns.step) == (log_rows.malformed, log_rows.step)
+
+
+# Numbers at the edges of the compiled reader's exact path (at most 2**53 times a power of ten within 1e22)
+# and beyond it (orjson, or PyOS_string_to_double one by one).
+EDGE_NUMBERS = [
+    "0", "-0", "0.0", "-0.0", "0e5", "-0E-5", "5", "1.5", "9007199254740992", "9007199254740993",
+    "9007199254740992.0", "9007199254740993.0", "1e22", "1e23", "-1e-22", "1e-23", "123456789012345678e-5",
+    "1234567890123456789e-3", "12345678901234567890e-3", "0.1e-22", "4.9e-324", "5e-325",
+    "1.7976931348623157e308", "1.7976931348623159e308", "2.2250738585072014e-308", "1e400", "-1e400",
+    "0.30000000000000004", "1.0000000000000002", "0.000000000000000000001234", "123456789012345678",
+    "0.12345678901234567890123", "7.00000000000000000000000000000000000000001", "1E+2", "3.0e-0",
+]  # fmt: skip
+
+
+def number_texts(x: float) -> st.SearchStrategy[str]:
+    return st.sampled_from(
+        [repr(x), json.dumps(x), f"{x:.2e}", f"{x:.17g}", f"{x:.6g}", f"{x:.4f}", f"{x:.20e}", f"{x:e}"]
+    )
+
+
+numbers = st.one_of(
+    st.sampled_from(EDGE_NUMBERS),
+    st.floats(allow_nan=False, allow_infinity=False).flatmap(number_texts),
+    st.floats(-1e6, 1e6).flatmap(number_texts),
+    st.integers(-(10**19), 10**19).map(str),
+)
+
+
+@needs_c_compiler
+@FUZZ
+@given(texts=st.lists(numbers, min_size=1, max_size=8))
+def test_compiled_reader_reads_numbers_bit_for_bit_as_json_and_float_do(texts: list[str]) -> None:
+    jsonl = [f'{{"t": 1.5, "kind": "step", "step": {i}, "v": {text}}}' for i, text in enumerate(texts)]
+    log = [f"LOG t - (0, {i}) v : {text}" for i, text in enumerate(texts)]
+    # normalized() compares repr()s: the same text for the same double, -0.0 and ints told apart.
+    assert normalized(JsonlParser().parse_batch(jsonl)) == normalized(JsonlParser().parse_rows(jsonl))
+    assert normalized(LogLineParser().parse_batch(log)) == normalized(LogLineParser().parse_rows(log))
+    for at, text in enumerate(texts):
+        found = parsers._linescan.log_steps(log, at)
+        if found is not None and "_" not in text:
+            assert repr(found[4][0][0]) == repr(float(text)), text
+
+
+@needs_c_compiler
+def test_compiled_reader_reads_step_lines_into_typed_arrays() -> None:
+    lines = [RUNNER_STEP.replace('"step": 1', f'"step": {step}') for step in range(1, 4)]
+    end, keys, columns = parsers._linescan.jsonl_steps(lines, 0)
+    assert end == 3
+    assert keys == ("t", "step", "epoch", "loss", "lr", "samples_per_s", "step_time_s", "grad_norm")
+    assert [column.typecode for column in columns] == ["d", "q", "q", "d", "d", "d", "d", "d"]
+    assert list(columns[1]) == [1, 2, 3] and columns[3][0] == 2.0420211125742527
+    end, names, epochs, steps, values = parsers._linescan.log_steps([LOG_STEP, LOG_STEP], 0)
+    assert (end, epochs.typecode, list(epochs)) == (2, "q", [0, 0])
+    assert (steps.typecode, list(steps)) == ("q", [10, 10])
+    assert names[0] == "step_loss" and [column.typecode for column in values] == ["d"] * 7
+
+
+def test_a_value_that_turns_from_int_to_float_keeps_its_type_in_the_batch() -> None:
+    lines = [
+        '{"t": 1.0, "kind": "step", "step": 1, "loss": 1, "lr": 0.5}',
+        '{"t": 2.0, "kind": "step", "step": 2, "loss": 0.75, "lr": 0.5}',
+        '{"t": 3, "kind": "step", "step": 3, "loss": 0.5, "lr": 0.5}',
+        '{"t": 4.0, "kind": "step", "step": 4, "loss": "nan", "lr": 0}',
+    ]
+    batch = JsonlParser().parse_batch(lines)
+    assert normalized(batch) == normalized(JsonlParser().parse_rows(lines))
+    rows = [row for item in batch for row in item.rows()]
+    assert [type(row[2]["loss"]) for row in rows] == [int, float, float, float]
+    assert [type(row[3]) for row in rows] == [float, float, int, float]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
+from array import array
+from collections.abc import Sequence
 from itertools import cycle, islice
 from unittest import mock
 
@@ -293,6 +296,16 @@ def series_state(series: SeriesSet) -> str:
     return repr([names, [sorted(vars(series[name]).items()) for name in names]])
 
 
+def typed(values: list) -> Sequence:
+    """The values as an array('d') or array('q') when they are all floats or all ints; else the list."""
+    kinds = set(map(type, values))
+    if kinds == {float}:
+        return array("d", values)
+    if kinds == {int} and all(-(2**63) <= v < 2**63 for v in values):
+        return array("q", values)
+    return values
+
+
 @st.composite
 def step_batches(draw: st.DrawFn) -> list[list]:
     """Batches of rows and StepColumns, with eval, compile and status events between them."""
@@ -312,7 +325,10 @@ def step_batches(draw: st.DrawFn) -> list[list]:
                     list(islice(cycle(draw(st.lists(values, min_size=1, max_size=9))), count)) for _ in names
                 ]
                 ts = draw(st.one_of(st.none(), st.just([1.0] * count)))
-                batch.append(StepColumns(list(range(step, step + count)), ts, names, columns))
+                steps = list(range(step, step + count))
+                if draw(st.booleans()):  # as the compiled reader gives them: typed arrays where it can
+                    steps, ts, columns = typed(steps), ts and typed(ts), list(map(typed, columns))
+                batch.append(StepColumns(steps, ts, names, columns))
                 step += count
             elif roll == 3:
                 batch.append(
@@ -369,12 +385,19 @@ def test_compiled_bucket_folding_leaves_a_series_as_python_folding_does(
     ys: list[float], capacity: int, batch: int
 ) -> None:
     xs = [float(i) for i in range(len(ys))]
-    compiled = Series(capacity)
+    compiled, from_arrays = Series(capacity), Series(capacity)
     fill(compiled, xs, ys, batch)
+    for start in range(0, len(ys), batch or 1):  # what the compiled line reader gives: typed arrays
+        part = slice(start, start + (batch or 1))
+        from_arrays.extend(array("q", range(len(ys)))[part], typed(ys[part]))
     with mock.patch.object(series_module, "_buckets", None):
         python = Series(capacity)
         fill(python, xs, ys, batch)
     assert repr(sorted(vars(compiled).items())) == repr(sorted(vars(python).items()))
+    with mock.patch.object(series_module, "_buckets", None):
+        python_ints = Series(capacity)
+        fill(python_ints, list(range(len(ys))), ys, batch or 1)
+    assert repr(sorted(vars(from_arrays).items())) == repr(sorted(vars(python_ints).items()))
 
 
 @needs_c_compiler
@@ -392,3 +415,29 @@ def test_compiled_bucket_extremes_are_those_of_min_and_max(buckets: list[list[fl
     assert repr(series_module._buckets.extremes(values, width)) == repr(want)
     assert series_module._buckets.extremes([*values[1:], math.nan], width) is None
     assert series_module._buckets.extremes([2**53 + 1] * width, width) is None  # not exact as a double
+
+
+@needs_c_compiler
+@PROPERTY
+@given(
+    ys=st.one_of(
+        st.lists(st.floats(allow_nan=False), min_size=1, max_size=300),
+        st.lists(st.floats(), min_size=1, max_size=50),
+        st.lists(st.one_of(ties, st.floats(-1e6, 1e6)).map(float), min_size=1, max_size=300),
+        st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=50),
+        st.lists(st.integers(-(10**6), 10**6), min_size=1, max_size=300),
+    ),
+    width=st.sampled_from([1, 2, 5]),
+)
+def test_compiled_helpers_read_typed_arrays_as_sum_min_and_max_read_lists(ys: list, width: int) -> None:
+    values = typed(ys)
+    total = series_module._buckets.total(values)
+    if total is not None or (type(values[0]) is float and sys.version_info < (3, 12)):
+        assert repr(total) == repr(sum(ys))
+    found = series_module._buckets.extremes(values, width)
+    groups = [ys[at : at + width] for at in range(0, len(ys), width)]
+    if len(ys) % width or not all(map(math.isfinite, ys)):
+        assert found is None
+    else:
+        want = ([min(g) for g in groups], [max(g) for g in groups], min(ys), max(ys))
+        assert repr(found) == repr(want)

@@ -2,13 +2,17 @@
  * and the `LOG <time> - (<epoch>, <step>) name : value ...` lines of the Neuron samples.
  *
  * Each function reads lines[start:] while every line has the first one's shape and returns the columns of
- * those lines. It stops at the first line it cannot read exactly as the line-by-line parser in parsers.py
- * does, which then reads that line: anything unusual (escapes, non-ASCII text in a LOG line, integers of 19
- * digits or more, JSON's NaN literals, underscores in numbers) ends a run.
+ * those lines as typed arrays (array.array: 'q' for a column of integers, 'd' for one of floats), so that
+ * no Python object is made per value. It stops at the first line it cannot read exactly as the line-by-line
+ * parser in parsers.py does, which then reads that line: anything unusual (escapes, non-ASCII text in a LOG
+ * line, integers of 19 digits or more, JSON's NaN literals, underscores in numbers, a metrics.jsonl value
+ * that is an integer where the first line had a float or the other way round) ends a run.
  *
- * The numbers of a run are copied into one JSON array and read by a single orjson.loads call, as the line
- * path reads metrics.jsonl; numbers orjson refuses (beyond a double) are read one by one as json and float()
- * read them, with PyOS_string_to_double, the function behind both.
+ * Numbers are read as json and float() read them. Most are read here, exactly (Clinger's fast path: a
+ * decimal of at most 2**53 times a power of ten within 1e22 is one correctly rounded IEEE operation); the
+ * others are copied into one JSON array read by a single orjson.loads call, as the line path reads
+ * metrics.jsonl, and any orjson refuses (beyond a double) one by one with PyOS_string_to_double, the
+ * function behind both json and float().
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,41 +22,19 @@
 #define MAX_FIELDS 128
 #define MAX_INT_DIGITS 18 /* an int the parsers read without a bigint */
 #define MAX_TOKEN 63
+#define MAX_EXACT_MANTISSA (1ULL << 53)
 
 static PyObject *orjson_loads; /* NULL without orjson */
+static PyObject *array_type;   /* array.array */
+static double nan_value, inf_value;
+
+static const double powers_of_ten[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                       1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 typedef struct {
     const char *text;
     Py_ssize_t len;
 } Span;
-
-/* The numbers of the lines read so far, as the text of a JSON array: "[1.5,2,\"nan\",". */
-typedef struct {
-    char *data;
-    Py_ssize_t len, cap;
-} Buffer;
-
-static int put(Buffer *b, const char *text, Py_ssize_t n) {
-    if (b->len + n + 2 > b->cap) {
-        Py_ssize_t cap = (b->len + n + 2) * 2;
-        char *data = PyMem_Realloc(b->data, cap);
-        if (data == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->data = data;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, text, n);
-    b->len += n;
-    return 0;
-}
-
-static int put_number(Buffer *b, Span token, int quoted) {
-    if (quoted && put(b, "\"", 1) < 0) return -1;
-    if (put(b, token.text, token.len) < 0) return -1;
-    return put(b, quoted ? "\"," : ",", quoted ? 2 : 1);
-}
 
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 static inline int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -63,33 +45,184 @@ static int span_is(Span s, const char *text) {
     return s.len == n && memcmp(s.text, text, n) == 0;
 }
 
-/* The end of a JSON number at p (NULL when there is none); *is_int when it has no fraction or exponent. */
-static const char *json_number_end(const char *p, const char *end, int *is_int) {
-    const char *start = p;
-    if (p < end && *p == '-') p++;
-    if (p >= end || !is_digit(*p)) return NULL;
-    if (*p == '0') {
-        p++;
-    } else {
-        while (p < end && is_digit(*p)) p++;
+static int grow(void **data, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
+    if (need <= *cap) return 0;
+    Py_ssize_t more = need * 2;
+    void *bigger = PyMem_Realloc(*data, more * item);
+    if (bigger == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    Py_ssize_t digits = p - start - (*start == '-');
-    *is_int = 1;
+    *data = bigger;
+    *cap = more;
+    return 0;
+}
+
+/* ---- the table of a run: one 8-byte cell per value, row after row ---- */
+
+typedef union {
+    int64_t i;
+    double d;
+} Cell;
+
+typedef struct {
+    Cell *cells;
+    Py_ssize_t len, cap;
+    /* Numbers left to orjson: their text as a JSON array, "[1.5,2e-300,", and the cells they go to. */
+    char *slow;
+    Py_ssize_t slow_len, slow_cap;
+    Py_ssize_t *slow_at;
+    Py_ssize_t slow_count, slow_at_cap;
+} Table;
+
+typedef struct {
+    Py_ssize_t cells, slow_len, slow_count;
+} Mark;
+
+static Mark mark_of(const Table *t) { return (Mark){t->len, t->slow_len, t->slow_count}; }
+
+static void rewind_to(Table *t, Mark m) {
+    t->len = m.cells;
+    t->slow_len = m.slow_len;
+    t->slow_count = m.slow_count;
+}
+
+static void table_free(Table *t) {
+    PyMem_Free(t->cells);
+    PyMem_Free(t->slow);
+    PyMem_Free(t->slow_at);
+}
+
+static int push_int(Table *t, int64_t v) {
+    if (grow((void **)&t->cells, &t->cap, t->len + 1, sizeof(Cell)) < 0) return -1;
+    t->cells[t->len++].i = v;
+    return 0;
+}
+
+static int push_double(Table *t, double v) {
+    if (grow((void **)&t->cells, &t->cap, t->len + 1, sizeof(Cell)) < 0) return -1;
+    t->cells[t->len++].d = v;
+    return 0;
+}
+
+/* A cell whose double orjson reads later from the token's text. */
+static int push_slow(Table *t, Span token) {
+    if (grow((void **)&t->slow, &t->slow_cap, t->slow_len + token.len + 2, 1) < 0 ||
+        grow((void **)&t->slow_at, &t->slow_at_cap, t->slow_count + 1, sizeof(Py_ssize_t)) < 0)
+        return -1;
+    char separator = t->slow_len == 0 ? '[' : ',';
+    t->slow[t->slow_len++] = separator;
+    memcpy(t->slow + t->slow_len, token.text, token.len);
+    t->slow_len += token.len;
+    t->slow_at[t->slow_count++] = t->len;
+    return push_double(t, 0.0);
+}
+
+/* ---- numbers ---- */
+
+/* A JSON number as read so far: its value is (-1)**negative * w * 10**q, w holding `digits` digits. */
+typedef struct {
+    uint64_t w;
+    long q;
+    int digits, negative, is_int;
+} Number;
+
+#if PY_LITTLE_ENDIAN
+/* Whether the 8 bytes, the first at the lowest address, are all ASCII digits. */
+static inline int eight_digits(uint64_t chunk) {
+    const uint64_t highs = 0xF0F0F0F0F0F0F0F0ULL, threes = 0x3030303030303030ULL;
+    return (chunk & highs) == threes && ((chunk + 0x0606060606060606ULL) & highs) == threes;
+}
+
+/* Their value: the digits made pairs (10 * d0 + d1 in every other byte), then the four pairs summed with
+ * their powers of 100 by two multiplications whose upper halves hold the sums. */
+static inline uint64_t eight_digits_value(uint64_t chunk) {
+    const uint64_t pair_mask = 0x000000FF000000FFULL;
+    chunk -= 0x3030303030303030ULL;
+    chunk = chunk * 10 + (chunk >> 8);
+    return (((chunk & pair_mask) * (100 + (1000000ULL << 32))) +
+            (((chunk >> 16) & pair_mask) * (1 + (10000ULL << 32)))) >>
+           32;
+}
+#endif
+
+/* Appends the digits at p to n->w (which wraps past 19 digits: n->digits says so); p past them. */
+static const char *read_digits(const char *p, const char *end, Number *n) {
+#if PY_LITTLE_ENDIAN
+    while (end - p >= 8) {
+        uint64_t chunk;
+        memcpy(&chunk, p, 8);
+        if (!eight_digits(chunk)) break;
+        n->w = n->w * 100000000 + eight_digits_value(chunk);
+        n->digits += 8;
+        p += 8;
+    }
+#endif
+    for (; p < end && is_digit(*p); p++) {
+        n->w = n->w * 10 + (uint64_t)(*p - '0');
+        n->digits++;
+    }
+    return p;
+}
+
+/* The JSON number at p: its end, or NULL when there is none, or when it is longer than MAX_TOKEN, or an
+ * integer of more than MAX_INT_DIGITS digits. */
+static const char *read_number(const char *p, const char *end, Number *n) {
+    const char *start = p;
+    *n = (Number){.negative = p < end && *p == '-', .is_int = 1};
+    p += n->negative;
+    if (p >= end || !is_digit(*p)) return NULL;
+    p = *p == '0' ? p + 1 : read_digits(p, end, n); /* JSON writes no other leading zero */
+    int int_digits = n->digits;
     if (p < end && *p == '.') {
-        p++;
-        if (p >= end || !is_digit(*p)) return NULL;
-        while (p < end && is_digit(*p)) p++;
-        *is_int = 0;
+        const char *fraction = ++p;
+        p = read_digits(p, end, n);
+        if (p == fraction) return NULL;
+        n->q = -(long)(p - fraction);
+        n->is_int = 0;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
+        int minus = p < end && *p == '-';
         if (p < end && (*p == '+' || *p == '-')) p++;
         if (p >= end || !is_digit(*p)) return NULL;
-        while (p < end && is_digit(*p)) p++;
-        *is_int = 0;
+        long e = 0;
+        for (; p < end && is_digit(*p); p++)
+            if (e < 100000) e = e * 10 + (*p - '0'); /* beyond that, no double but 0 or inf */
+        n->q += minus ? -e : e;
+        n->is_int = 0;
     }
-    if ((*is_int && digits > MAX_INT_DIGITS) || p - start > MAX_TOKEN) return NULL;
+    if ((n->is_int && int_digits > MAX_INT_DIGITS) || p - start > MAX_TOKEN) return NULL;
     return p;
+}
+
+/* The int of an integer read_number read. */
+static int64_t number_int(const Number *n) { return n->negative ? -(int64_t)n->w : (int64_t)n->w; }
+
+/* The double of a number read_number read when it is w * 10**q with w <= 2**53 and |q| <= 22: w and
+ * 10**|q| are exact doubles, so one multiplication or division rounds the exact value once, to nearest, as
+ * float() does. 0 for any other number (more than 19 digits included: w wrapped). */
+static int exact_double(const Number *n, double *out) {
+    double x;
+    if (n->digits > 19) return 0;
+    if (n->w == 0) {
+        x = 0.0;
+    } else if (n->w > MAX_EXACT_MANTISSA || n->q < -22 || n->q > 22) {
+        return 0;
+    } else {
+        x = n->q < 0 ? (double)n->w / powers_of_ten[-n->q] : (double)n->w * powers_of_ten[n->q];
+    }
+    *out = n->negative ? -x : x;
+    return 1;
+}
+
+/* The int of `-?\d{1,18}` (a LOG epoch or step). */
+static int64_t small_int(Span token) {
+    const char *p = token.text, *end = p + token.len;
+    int negative = *p == '-';
+    int64_t v = 0;
+    for (p += negative; p < end; p++) v = v * 10 + (*p - '0');
+    return negative ? -v : v;
 }
 
 /* float() of a token (one without whitespace or underscores: float() removes those first, then calls
@@ -109,77 +242,86 @@ static int token_to_double(Span token, double *out) {
     return 1;
 }
 
-/* The buffer's numbers, nrows x width in rows, as `width` column lists. Strings (non-finite floats, and LOG
- * values other than JSON floats) are read by token_to_double. */
-static PyObject *columns_of(Buffer *b, Py_ssize_t nrows, Py_ssize_t width) {
+/* A JSON float read_number read from `token`: exact here, or left to orjson. */
+static int push_json_float(Table *t, const Number *n, Span token) {
+    double x;
+    return exact_double(n, &x) ? push_double(t, x) : push_slow(t, token);
+}
+
+/* Fills the cells of the numbers left to orjson: read by one orjson.loads, or one by one as json reads
+ * each (orjson refuses a number beyond a double, which json reads as inf). */
+static int read_slow_numbers(Table *t) {
+    if (t->slow_count == 0) return 0;
     PyObject *values = NULL;
-    if (nrows > 0 && orjson_loads != NULL) {
-        b->data[0] = '[';
-        b->data[b->len - 1] = ']';
-        PyObject *view = PyMemoryView_FromMemory(b->data, b->len, PyBUF_READ);
-        if (view == NULL) return NULL;
+    if (orjson_loads != NULL) {
+        t->slow[t->slow_len] = ']'; /* grow() left room for it */
+        PyObject *view = PyMemoryView_FromMemory(t->slow, t->slow_len + 1, PyBUF_READ);
+        if (view == NULL) return -1;
         values = PyObject_CallOneArg(orjson_loads, view);
         Py_DECREF(view);
-        if (values == NULL) PyErr_Clear(); /* a number beyond a double: one by one below */
-        b->data[b->len - 1] = ',';
+        if (values == NULL) PyErr_Clear();
     }
-    if (values == NULL) {
-        values = PyList_New(nrows * width);
-        if (values == NULL) return NULL;
-        const char *p = b->data + 1, *end = b->data + b->len;
-        for (Py_ssize_t i = 0; i < nrows * width; i++) {
-            const char *q = memchr(p, ',', end - p);
-            Span token = {p, q - p};
-            PyObject *item;
-            int is_int;
-            if (token.text[0] == '"') {
-                item = PyUnicode_FromStringAndSize(token.text + 1, token.len - 2);
-            } else if (json_number_end(token.text, q, &is_int) == q && is_int) {
-                char digits[MAX_TOKEN + 1];
-                memcpy(digits, token.text, token.len);
-                digits[token.len] = '\0';
-                item = PyLong_FromString(digits, NULL, 10);
-            } else {
-                double x = 0.0;
-                token_to_double(token, &x); /* a JSON number of at most MAX_TOKEN characters */
-                item = PyFloat_FromDouble(x);
-            }
-            if (item == NULL) {
-                Py_DECREF(values);
-                return NULL;
-            }
-            PyList_SET_ITEM(values, i, item);
-            p = q + 1;
+    if (values != NULL && PyList_Check(values) && PyList_GET_SIZE(values) == t->slow_count) {
+        Py_ssize_t k = 0;
+        for (; k < t->slow_count; k++) {
+            PyObject *item = PyList_GET_ITEM(values, k);
+            if (!PyFloat_CheckExact(item)) break;
+            t->cells[t->slow_at[k]].d = PyFloat_AS_DOUBLE(item);
         }
+        Py_DECREF(values);
+        if (k == t->slow_count) return 0;
+    } else {
+        Py_XDECREF(values);
     }
-    PyObject *columns = PyList_New(width);
-    if (columns == NULL || !PyList_Check(values) || PyList_GET_SIZE(values) != nrows * width) goto error;
+    const char *p = t->slow + 1, *end = t->slow + t->slow_len;
+    for (Py_ssize_t k = 0; k < t->slow_count; k++) {
+        const char *q = memchr(p, ',', end - p);
+        if (q == NULL) q = end;
+        double x = 0.0;
+        token_to_double((Span){p, q - p}, &x); /* a JSON number of at most MAX_TOKEN characters */
+        t->cells[t->slow_at[k]].d = x;
+        p = q + 1;
+    }
+    return 0;
+}
+
+/* array.array(typecode) holding column `c` of the table's rows of `width` cells. */
+static PyObject *column_array(const Table *t, Py_ssize_t width, Py_ssize_t c, char typecode, Cell *scratch) {
+    Py_ssize_t rows = t->len / width;
+    for (Py_ssize_t r = 0; r < rows; r++) scratch[r] = t->cells[r * width + c];
+    PyObject *column = PyObject_CallFunction(array_type, "C", typecode);
+    if (column == NULL) return NULL;
+    PyObject *view = PyMemoryView_FromMemory((char *)scratch, rows * (Py_ssize_t)sizeof(Cell), PyBUF_READ);
+    PyObject *done = view == NULL ? NULL : PyObject_CallMethod(column, "frombytes", "O", view);
+    Py_XDECREF(view);
+    if (done == NULL) {
+        Py_DECREF(column);
+        return NULL;
+    }
+    Py_DECREF(done);
+    return column;
+}
+
+/* The table's columns as a list of arrays, typecodes[c] ('q' or 'd') for column c. */
+static PyObject *columns_of(Table *t, Py_ssize_t width, const char *typecodes) {
+    if (read_slow_numbers(t) < 0) return NULL;
+    Cell *scratch = PyMem_Malloc((t->len / width + 1) * sizeof(Cell));
+    PyObject *columns = scratch == NULL ? PyErr_NoMemory() : PyList_New(width);
+    if (columns == NULL) {
+        PyMem_Free(scratch);
+        return NULL;
+    }
     for (Py_ssize_t c = 0; c < width; c++) {
-        PyObject *column = PyList_New(nrows);
-        if (column == NULL) goto error;
-        PyList_SET_ITEM(columns, c, column);
-        for (Py_ssize_t r = 0; r < nrows; r++) {
-            PyObject *item = PyList_GET_ITEM(values, r * width + c);
-            double x;
-            if (PyUnicode_Check(item)) {
-                Py_ssize_t n;
-                const char *text = PyUnicode_AsUTF8AndSize(item, &n);
-                if (text == NULL || !token_to_double((Span){text, n}, &x)) goto error;
-                item = PyFloat_FromDouble(x);
-            } else {
-                Py_INCREF(item);
-            }
-            if (item == NULL) goto error;
-            PyList_SET_ITEM(column, r, item);
+        PyObject *column = column_array(t, width, c, typecodes[c], scratch);
+        if (column == NULL) {
+            Py_DECREF(columns);
+            columns = NULL;
+            break;
         }
+        PyList_SET_ITEM(columns, c, column);
     }
-    Py_DECREF(values);
+    PyMem_Free(scratch);
     return columns;
-error:
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "_linescan: numbers read back wrongly");
-    Py_XDECREF(columns);
-    Py_DECREF(values);
-    return NULL;
 }
 
 static const char *as_utf8(PyObject *line, Py_ssize_t *len) {
@@ -193,6 +335,7 @@ static const char *as_utf8(PyObject *line, Py_ssize_t *len) {
 
 typedef struct {
     Span keys[MAX_FIELDS];
+    char typecodes[MAX_FIELDS]; /* each value's column, "kind" (which has none) left out */
     Py_ssize_t n;
     Py_ssize_t kind_at, step_at, t_at;
 } JsonShape;
@@ -216,11 +359,38 @@ static const char *json_plain_string(const char *p, const char *end, Span *out) 
     return q + 1;
 }
 
-/* Appends the values of one line of the shape (but for "kind", which must be "step") to the buffer;
- * 0 when it is not such a line (the buffer then as it was, or -1 on an error). With learn set, the shape is
+/* Whether a value of this typecode fits the column: with learn set, the column takes it. */
+static int fits(JsonShape *shape, Py_ssize_t column, char typecode, int learn) {
+    if (learn) shape->typecodes[column] = typecode;
+    return shape->typecodes[column] == typecode;
+}
+
+/* Appends a string value of field i, column `column`: "nan", "inf" or "-inf" in a column of floats (not
+ * the step nor the time); 1, 0 when it is not such a value, -1 on an error. */
+static int push_json_text(JsonShape *shape, Table *t, Py_ssize_t i, Py_ssize_t column, Span value, int learn) {
+    if (i == shape->step_at || i == shape->t_at || !fits(shape, column, 'd', learn)) return 0;
+    if (span_is(value, "nan")) return push_double(t, nan_value) < 0 ? -1 : 1;
+    if (span_is(value, "inf")) return push_double(t, inf_value) < 0 ? -1 : 1;
+    if (span_is(value, "-inf")) return push_double(t, -inf_value) < 0 ? -1 : 1;
+    return 0;
+}
+
+/* Appends a number of field i, column `column`, an int where the column has ints (the step always) and a
+ * float where it has floats; 1, 0 when it does not fit, -1 on an error. */
+static int push_json_number(JsonShape *shape, Table *t, Py_ssize_t i, Py_ssize_t column, const Number *number,
+                            Span token, int learn) {
+    int is_int = number->is_int;
+    if (!fits(shape, column, is_int ? 'q' : 'd', learn) || (i == shape->step_at && !is_int)) return 0;
+    int pushed = is_int ? push_int(t, number_int(number)) : push_json_float(t, number, token);
+    return pushed < 0 ? -1 : 1;
+}
+
+/* Appends the values of one line of the shape (but for "kind", which must be "step") to the table;
+ * 0 when it is not such a line (the table then as it was, or -1 on an error). With learn set, the shape is
  * taken from this line. */
-static int read_json_line(const char *p, const char *end, JsonShape *shape, Buffer *b, int learn) {
-    Py_ssize_t i = 0, mark = b->len;
+static int read_json_line(const char *p, const char *end, JsonShape *shape, Table *t, int learn) {
+    Py_ssize_t i = 0, column = 0;
+    Mark mark = mark_of(t);
     p = skip_json_space(p, end);
     if (p >= end || *p != '{') return 0;
     p = skip_json_space(p + 1, end);
@@ -248,23 +418,19 @@ static int read_json_line(const char *p, const char *end, JsonShape *shape, Buff
         p = skip_json_space(p, end);
         if (p >= end || *p != ':') goto fail;
         p = skip_json_space(p + 1, end);
+        int pushed;
         if (p < end && *p == '"') {
             if ((p = json_plain_string(p, end, &value)) == NULL) goto fail;
-            if (i == shape->kind_at) {
-                if (!span_is(value, "step")) goto fail;
-            } else if (i == shape->step_at || i == shape->t_at ||
-                       !(span_is(value, "nan") || span_is(value, "inf") || span_is(value, "-inf"))) {
-                goto fail;
-            } else if (put_number(b, value, 1) < 0) {
-                return -1;
-            }
+            pushed = i == shape->kind_at ? span_is(value, "step") : push_json_text(shape, t, i, column, value, learn);
         } else {
-            int is_int;
+            Number number;
             const char *start = p;
-            if (i == shape->kind_at || (p = json_number_end(p, end, &is_int)) == NULL) goto fail;
-            if (i == shape->step_at && !is_int) goto fail;
-            if (put_number(b, (Span){start, p - start}, 0) < 0) return -1;
+            if (i == shape->kind_at || (p = read_number(p, end, &number)) == NULL) goto fail;
+            pushed = push_json_number(shape, t, i, column, &number, (Span){start, p - start}, learn);
         }
+        if (pushed < 0) return -1;
+        if (pushed == 0) goto fail;
+        if (i != shape->kind_at) column++;
         p = skip_json_space(p, end);
         if (p < end && *p == ',') {
             p = skip_json_space(p + 1, end);
@@ -282,7 +448,7 @@ static int read_json_line(const char *p, const char *end, JsonShape *shape, Buff
     }
     if (i + 1 == shape->n) return 1;
 fail:
-    b->len = mark;
+    rewind_to(t, mark);
     return 0;
 }
 
@@ -293,14 +459,13 @@ static PyObject *jsonl_steps(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_ssize_t n = PyList_GET_SIZE(lines), len;
     if (start < 0 || start >= n) Py_RETURN_NONE;
     JsonShape shape = {.n = 0, .kind_at = -1, .step_at = -1, .t_at = -1};
-    Buffer b = {NULL, 0, 0};
+    Table t = {0};
     PyObject *keys = NULL, *columns = NULL;
-    if (put(&b, "[", 1) < 0) return NULL;
     Py_ssize_t at = start;
     int read = 1;
     for (; at < n; at++) {
         const char *text = as_utf8(PyList_GET_ITEM(lines, at), &len);
-        read = text == NULL ? 0 : read_json_line(text, text + len, &shape, &b, at == start);
+        read = text == NULL ? 0 : read_json_line(text, text + len, &shape, &t, at == start);
         if (read <= 0) break;
     }
     if (read < 0 || at == start) goto done;
@@ -312,9 +477,9 @@ static PyObject *jsonl_steps(PyObject *Py_UNUSED(module), PyObject *args) {
         if (key == NULL) goto done;
         PyTuple_SET_ITEM(keys, c++, key);
     }
-    columns = columns_of(&b, at - start, shape.n - 1);
+    columns = columns_of(&t, shape.n - 1, shape.typecodes);
 done:
-    PyMem_Free(b.data);
+    table_free(&t);
     if (columns == NULL) {
         Py_XDECREF(keys);
         if (PyErr_Occurred()) return NULL;
@@ -325,21 +490,20 @@ done:
 
 /* ---- LOG lines ---- */
 
-/* `-?\d{1,18}` at p, as an int. */
-static const char *log_int(const char *p, const char *end, long long *out) {
-    int negative = p < end && *p == '-';
-    p += negative;
+/* `-?\d{1,18}` at p. */
+static const char *log_int(const char *p, const char *end, Span *out) {
+    const char *start = p;
+    if (p < end && *p == '-') p++;
     const char *digits = p;
-    long long v = 0;
-    while (p < end && is_digit(*p) && p - digits < MAX_INT_DIGITS + 1) v = v * 10 + (*p++ - '0');
+    while (p < end && is_digit(*p) && p - digits < MAX_INT_DIGITS + 1) p++;
     Py_ssize_t count = p - digits;
     if (count < 1 || count > MAX_INT_DIGITS) return NULL;
-    *out = negative ? -v : v;
+    *out = (Span){start, p - start};
     return p;
 }
 
 /* `LOG\s[^()]*\(\s*(-?\d{1,18})\s*,\s*(-?\d{1,18})\s*\)` at the start of the line; p past it. */
-static const char *log_head(const char *p, const char *end, long long *epoch, long long *step) {
+static const char *log_head(const char *p, const char *end, Span *epoch, Span *step) {
     if (end - p < 4 || memcmp(p, "LOG", 3) != 0 || !is_log_space(p[3])) return NULL;
     p += 4;
     while (p < end && *p != '(' && *p != ')') p++;
@@ -376,7 +540,7 @@ static int plain_ascii(const char *p, Py_ssize_t len) {
     for (; i + 8 <= len; i += 8) {
         uint64_t word;
         memcpy(&word, p + i, 8);
-        uint64_t below = (word - ones * 0x20) & ~word & highs; /* some byte < 0x20 */
+        uint64_t below = (word - ones * 0x20) & ~word & highs;          /* some byte < 0x20 */
         uint64_t above = ((word + ones * (127 - 0x7e)) | word) & highs; /* some byte > 0x7e */
         if (below | above) {
             for (Py_ssize_t k = i; k < i + 8; k++)
@@ -388,17 +552,21 @@ static int plain_ascii(const char *p, Py_ssize_t len) {
     return 1;
 }
 
-/* Appends a LOG value: a JSON number with a fraction or exponent as it is, any other text float() reads as a
- * string (read by token_to_double later: an integer such as "-0" is a float for float(), -0.0, not the int
- * JSON makes of it); 0 when float() would not read it. */
-static int put_log_value(Buffer *b, Span token) {
-    int is_int;
-    if (memchr(token.text, '_', token.len) != NULL) return 0; /* float() reads "1_0"; leave it to it */
-    if (json_number_end(token.text, token.text + token.len, &is_int) == token.text + token.len && !is_int)
-        return put_number(b, token, 0) < 0 ? -1 : 1;
+/* Appends float() of a LOG value: 0 when float() would not read it. A JSON number is read here or by orjson
+ * (which reads JSON floats as float() does, but makes ints of integers: those are read here or by
+ * PyOS_string_to_double); any other text float() reads (".5", "1e5", "nan", "-Infinity") by the latter. */
+static int push_log_value(Table *t, Span token) {
+    Number number;
     double x;
+    const char *end = token.text + token.len;
+    if (read_number(token.text, end, &number) == end) {
+        if (exact_double(&number, &x)) return push_double(t, x) < 0 ? -1 : 1;
+        if (!number.is_int) return push_slow(t, token) < 0 ? -1 : 1;
+    } else if (memchr(token.text, '_', token.len) != NULL) {
+        return 0; /* float() reads "1_0"; leave it to it */
+    }
     if (!token_to_double(token, &x)) return 0;
-    return put_number(b, token, 1) < 0 ? -1 : 1;
+    return push_double(t, x) < 0 ? -1 : 1;
 }
 
 typedef struct {
@@ -406,16 +574,17 @@ typedef struct {
     Py_ssize_t n;
 } LogShape;
 
-/* Appends the values of a LOG line with the shape's fields to the buffer, its epoch and step to theirs;
- * 0 when it is not such a line (the buffers then as they were), -1 on an error. With learn set, the shape is
+/* Appends a row of a LOG line with the shape's fields to the table: its epoch, its step and its values;
+ * 0 when it is not such a line (the table then as it was), -1 on an error. With learn set, the shape is
  * taken from this line. */
-static int read_log_line(const char *p, Py_ssize_t len, LogShape *shape, Buffer *b, PyObject *epochs,
-                         PyObject *steps, int learn) {
+static int read_log_line(const char *p, Py_ssize_t len, LogShape *shape, Table *t, int learn) {
     const char *end = p + len;
-    long long epoch, step;
-    Py_ssize_t i = 0, mark = b->len;
+    Span epoch, step;
+    Py_ssize_t i = 0;
+    Mark mark = mark_of(t);
     if (len < 4 || memcmp(p, "LOG", 3) != 0 || !plain_ascii(p, len)) return 0;
     if ((p = log_head(p, end, &epoch, &step)) == NULL) return 0;
+    if (push_int(t, small_int(epoch)) < 0 || push_int(t, small_int(step)) < 0) return -1;
     Span name, colon, value;
     for (; (p = next_token(p, end, &name)) != NULL; i++) {
         if (i >= MAX_FIELDS || (p = next_token(p, end, &colon)) == NULL ||
@@ -427,19 +596,15 @@ static int read_log_line(const char *p, Py_ssize_t len, LogShape *shape, Buffer 
                    memcmp(name.text, shape->names[i].text, name.len) != 0) {
             goto fail;
         }
-        int got = put_log_value(b, value);
+        int got = push_log_value(t, value);
         if (got < 0) return -1;
         if (got == 0) goto fail;
     }
     if (learn) shape->n = i;
     if (i == 0 || i != shape->n) goto fail;
-    PyObject *e = PyLong_FromLongLong(epoch), *s = PyLong_FromLongLong(step);
-    int failed = e == NULL || s == NULL || PyList_Append(epochs, e) < 0 || PyList_Append(steps, s) < 0;
-    Py_XDECREF(e);
-    Py_XDECREF(s);
-    return failed ? -1 : 1;
+    return 1;
 fail:
-    b->len = mark;
+    rewind_to(t, mark);
     return 0;
 }
 
@@ -450,15 +615,13 @@ static PyObject *log_steps(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_ssize_t n = PyList_GET_SIZE(lines), len;
     if (start < 0 || start >= n) Py_RETURN_NONE;
     LogShape shape = {.n = 0};
-    Buffer b = {NULL, 0, 0};
+    Table t = {0};
     PyObject *names = NULL, *columns = NULL;
-    PyObject *epochs = PyList_New(0), *steps = PyList_New(0);
-    if (epochs == NULL || steps == NULL || put(&b, "[", 1) < 0) goto done;
     Py_ssize_t at = start;
     int read = 1;
     for (; at < n; at++) {
         const char *text = as_utf8(PyList_GET_ITEM(lines, at), &len);
-        read = text == NULL ? 0 : read_log_line(text, len, &shape, &b, epochs, steps, at == start);
+        read = text == NULL ? 0 : read_log_line(text, len, &shape, &t, at == start);
         if (read <= 0) break;
     }
     if (read < 0 || at == start) goto done;
@@ -469,28 +632,38 @@ static PyObject *log_steps(PyObject *Py_UNUSED(module), PyObject *args) {
         if (name == NULL) goto done;
         PyTuple_SET_ITEM(names, k, name);
     }
-    columns = columns_of(&b, at - start, shape.n);
+    char typecodes[MAX_FIELDS + 2];
+    memset(typecodes, 'd', sizeof typecodes);
+    typecodes[0] = typecodes[1] = 'q'; /* epoch, step */
+    columns = columns_of(&t, shape.n + 2, typecodes);
 done:
-    PyMem_Free(b.data);
+    table_free(&t);
     if (columns == NULL) {
         Py_XDECREF(names);
-        Py_XDECREF(epochs);
-        Py_XDECREF(steps);
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
-    return Py_BuildValue("nNNNN", at, names, epochs, steps, columns);
+    /* (end, names, epochs, steps, value columns) */
+    PyObject *values = PyList_GetSlice(columns, 2, shape.n + 2), *found = NULL;
+    if (values == NULL) {
+        Py_DECREF(names);
+    } else {
+        found = Py_BuildValue("nNOON", at, names, PyList_GET_ITEM(columns, 0), PyList_GET_ITEM(columns, 1), values);
+    }
+    Py_DECREF(columns);
+    return found;
 }
 
 static PyMethodDef methods[] = {
     {"jsonl_steps", jsonl_steps, METH_VARARGS,
      "jsonl_steps(lines, start) -> (end, keys, columns) | None\n\n"
      "lines[start:end]: metrics.jsonl step lines with the keys of lines[start] in its order, each value a "
-     "number (or \"nan\", \"inf\", \"-inf\"); keys and columns leave out \"kind\"."},
+     "number (or \"nan\", \"inf\", \"-inf\") of the kind it has in lines[start]; keys and columns leave out "
+     "\"kind\". Each column is an array.array: 'q' for integers, 'd' for floats."},
     {"log_steps", log_steps, METH_VARARGS,
      "log_steps(lines, start) -> (end, names, epochs, steps, columns) | None\n\n"
      "lines[start:end]: `LOG <time> - (<epoch>, <step>) name : value ...` lines with the names of "
-     "lines[start], in its order; the values are floats."},
+     "lines[start], in its order: epochs and steps as array('q'), the values' columns as array('d')."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -498,9 +671,18 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, .m_name = "_linescan", .m_size = -1, .m_methods = methods};
 
 PyMODINIT_FUNC PyInit__linescan(void) {
+    PyObject *array = PyImport_ImportModule("array");
+    if (array == NULL) return NULL;
+    array_type = PyObject_GetAttrString(array, "array");
+    Py_DECREF(array);
+    if (array_type == NULL) return NULL;
+    /* The doubles float("nan") and float("inf") give, bit for bit. */
+    nan_value = PyOS_string_to_double("nan", NULL, NULL);
+    inf_value = PyOS_string_to_double("inf", NULL, NULL);
+    if (PyErr_Occurred()) return NULL;
     PyObject *orjson = PyImport_ImportModule("orjson");
     if (orjson == NULL) {
-        PyErr_Clear(); /* every number is read one by one */
+        PyErr_Clear(); /* every number exact_double leaves is read one by one */
     } else {
         orjson_loads = PyObject_GetAttrString(orjson, "loads");
         Py_DECREF(orjson);

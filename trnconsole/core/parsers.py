@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableSequence, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, compress, groupby, repeat, starmap
 from math import hypot
@@ -34,12 +34,14 @@ Row = tuple[str, int | None, dict[str, float], float | None, dict[str, Any]]
 class StepColumns:
     """Consecutive "step" events as columns: event i is at step `steps[i]` and time `ts[i]` (None for every
     event when `ts` is None), with values `{names[k]: columns[k][i]}` and no info. The batch paths give the
-    runners' own step lines this shape, so that no per-event dict or tuple is built for them."""
+    runners' own step lines this shape, so that no per-event dict or tuple is built for them. The sequences
+    are lists, or typed arrays (`array.array`, 'q' or 'd') where the compiled reader read them: no Python
+    object per value then."""
 
-    steps: list[int]
-    ts: list[float] | None
+    steps: MutableSequence[int]
+    ts: MutableSequence[float] | None
     names: tuple[str, ...]
-    columns: list[list[float]]
+    columns: list[MutableSequence[float]]
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -182,7 +184,7 @@ def _read_in_runs(
     return malformed
 
 
-def _jsonl_block(keys: tuple[str, ...], columns: list[list[Any]]) -> StepColumns:
+def _jsonl_block(keys: tuple[str, ...], columns: list[MutableSequence[Any]]) -> StepColumns:
     """What `_linescan.jsonl_steps` read, as the line path's `_step_columns` makes it."""
     by_key = dict(zip(keys, columns, strict=True))
     steps, ts = by_key.pop("step"), by_key.pop("t")
@@ -360,7 +362,7 @@ def _numbers(column: list[Any], check_int64: bool) -> bool:
 
 def _append_block(out: Batch, block: StepColumns) -> None:
     last = out[-1] if out else None
-    if type(last) is StepColumns and last.names == block.names and (last.ts is None) == (block.ts is None):
+    if type(last) is StepColumns and last.names == block.names and _joinable(last, block):
         last.steps.extend(block.steps)
         if last.ts is not None and block.ts is not None:
             last.ts.extend(block.ts)
@@ -368,6 +370,22 @@ def _append_block(out: Batch, block: StepColumns) -> None:
             column.extend(more)
     else:
         out.append(block)
+
+
+def _joinable(first: StepColumns, then: StepColumns) -> bool:
+    """Whether `then`'s sequences extend `first`'s without changing a value's type: lists with lists, typed
+    arrays with arrays of their typecode (an array('d') would make floats of a list's ints)."""
+    pairs = [(first.steps, then.steps), *zip(first.columns, then.columns, strict=True)]
+    if first.ts is not None or then.ts is not None:
+        if first.ts is None or then.ts is None:
+            return False
+        pairs.append((first.ts, then.ts))
+    return all(same_kind(a, b) for a, b in pairs)
+
+
+def same_kind(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether b extends a without changing a value's type: both lists, or arrays of one typecode."""
+    return type(a) is type(b) and (type(a) is list or a.typecode == b.typecode)  # type: ignore[attr-defined]
 
 
 def _split_fields(record: dict[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
@@ -525,7 +543,11 @@ class LogLineParser:
         return n, malformed
 
     def _log_block(
-        self, names: tuple[str, ...], epochs: list[int], steps: list[int], columns: list[list[float]]
+        self,
+        names: tuple[str, ...],
+        epochs: MutableSequence[int],
+        steps: MutableSequence[int],
+        columns: list[MutableSequence[float]],
     ) -> StepColumns | None:
         """What `_linescan.log_steps` read, as `_parse_log` reads each line (the current step included): None
         when these are not step lines, or when a field overwrites the epoch or another field (the lines' own

@@ -4,14 +4,15 @@ stay visible because every bucket keeps its min and max.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from itertools import repeat
 from math import hypot
 from operator import add, attrgetter, itemgetter
 from typing import Any
 
 from .events import Event
-from .parsers import Row, StepColumns
+from .parsers import Row, StepColumns, same_kind
 
 try:
     from . import _buckets
@@ -43,17 +44,28 @@ def _beyond_float(ints: Sequence[int]) -> bool:
     return max(ints) > _MAX_FLOAT or min(ints) < -_MAX_FLOAT
 
 
-def _extremes(values: list[float], width: int) -> tuple[list[float], list[float], float, float]:
+def _extremes(values: Sequence[float], width: int) -> tuple[list[float], list[float], float, float]:
     """The min and max of each `width` consecutive values (a whole number of buckets), then of them all."""
-    if _buckets is not None and type(values) is list:
+    if _buckets is not None:
         found = _buckets.extremes(values, width)
         if found is not None:
             return found
     if width == 1:
+        values = list(values)
         return values, values, min(values), max(values)
     groups = list(zip(*[iter(values)] * width, strict=True))
     mins, maxes = list(map(min, groups)), list(map(max, groups))
     return mins, maxes, min(mins), max(maxes)
+
+
+def _sum(values: Sequence[float]) -> float:
+    """sum(values), that of a typed array without a Python object per value where the compiled helper can
+    promise the same result."""
+    if _buckets is not None and type(values) is array:
+        total = _buckets.total(values)
+        if total is not None:
+            return total
+    return sum(values)
 
 
 def _finite(values: Sequence[float]) -> list[float]:
@@ -118,10 +130,10 @@ class Series:
 
     def _fold(self, xs: Sequence[float], ys: Sequence[float]) -> None:
         try:
-            total = sum(ys)
+            total = _sum(ys)
         except OverflowError:  # an int beyond float range among floats
             total = None
-        if total is None or (type(total) is int and _beyond_float(ys)):
+        if total is None or (type(total) is int and type(ys) is not array and _beyond_float(ys)):
             ys = [_as_float(v) for v in ys]
             total = sum(ys)
         all_finite = total - total == 0.0  # one NaN or inf anywhere makes the sum non-finite
@@ -191,7 +203,7 @@ class Series:
             if full == 0 or not all_finite:  # one bucket, possibly partial, by hand
                 j = min(n, i + width)
                 chunk = ys[i:j] if all_finite else _finite(ys[i:j])
-                lo, hi = (min(chunk), max(chunk)) if chunk else (_INF, -_INF)
+                lo, hi = _extremes(chunk, len(chunk))[2:] if chunk else (_INF, -_INF)
                 lows.append(lo)
                 highs.append(hi)
                 bx0.append(xs[i])
@@ -478,15 +490,17 @@ class SeriesSet:
         else:
             # Each metric's points of all pieces in one extend, as if they had come in one piece; metrics
             # in the order they first appear.
-            merged: dict[str, tuple[list[float], list[float]]] = {}
+            merged: dict[str, list[MutableSequence[float]]] = {}
             for piece in pieces:
                 for name, xs, ys in _piece_columns(*piece):
                     pair = merged.get(name)
                     if pair is None:
-                        merged[name] = (list(xs), list(ys))
+                        merged[name] = [_extendable(xs), _extendable(ys)]
                     else:
-                        pair[0].extend(xs)
-                        pair[1].extend(ys)
+                        for k, more in enumerate((xs, ys)):
+                            if type(pair[k]) is not list and not same_kind(pair[k], more):
+                                pair[k] = list(pair[k])  # an array, and a list or another typecode to add
+                            pair[k].extend(more)
             columns = [(name, xs, ys) for name, (xs, ys) in merged.items()]
         for name, xs, ys in columns:
             self._get_or_create(name).extend(xs, ys)
@@ -513,6 +527,11 @@ class SeriesSet:
     def __len__(self) -> int:
         self._flush()
         return len(self._series)
+
+
+def _extendable(values: Sequence[float]) -> MutableSequence[float]:
+    """A copy to extend: a typed array stays one (no Python object per value), anything else is a list."""
+    return values[:] if type(values) is array else list(values)  # type: ignore[return-value]
 
 
 def _piece_columns(

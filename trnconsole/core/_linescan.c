@@ -8,14 +8,15 @@
  * line, integers of 19 digits or more, JSON's NaN literals, underscores in numbers, a metrics.jsonl value
  * that is an integer where the first line had a float or the other way round) ends a run.
  *
- * Numbers are read as json and float() read them. Most are read here, exactly (Clinger's fast path: a
- * decimal of at most 2**53 times a power of ten within 1e22 is one correctly rounded IEEE operation); the
- * others are copied into one JSON array read by a single orjson.loads call, as the line path reads
+ * Numbers are read as json and float() read them. Nearly all are read here, each by one correctly rounded
+ * operation on exact operands (see exact_double); the few others (more than 19 digits, exponents far from
+ * 0, ties) are copied into one JSON array read by a single orjson.loads call, as the line path reads
  * metrics.jsonl, and any orjson refuses (beyond a double) one by one with PyOS_string_to_double, the
  * function behind both json and float().
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -148,20 +149,24 @@ static inline uint64_t eight_digits_value(uint64_t chunk) {
 
 /* Appends the digits at p to n->w (which wraps past 19 digits: n->digits says so); p past them. */
 static const char *read_digits(const char *p, const char *end, Number *n) {
+    uint64_t w = n->w; /* in a local: stores through n could otherwise alias the text read through p */
+    int digits = n->digits;
 #if PY_LITTLE_ENDIAN
     while (end - p >= 8) {
         uint64_t chunk;
         memcpy(&chunk, p, 8);
         if (!eight_digits(chunk)) break;
-        n->w = n->w * 100000000 + eight_digits_value(chunk);
-        n->digits += 8;
+        w = w * 100000000 + eight_digits_value(chunk);
+        digits += 8;
         p += 8;
     }
 #endif
     for (; p < end && is_digit(*p); p++) {
-        n->w = n->w * 10 + (uint64_t)(*p - '0');
-        n->digits++;
+        w = w * 10 + (uint64_t)(*p - '0');
+        digits++;
     }
+    n->w = w;
+    n->digits = digits;
     return p;
 }
 
@@ -199,18 +204,44 @@ static const char *read_number(const char *p, const char *end, Number *n) {
 /* The int of an integer read_number read. */
 static int64_t number_int(const Number *n) { return n->negative ? -(int64_t)n->w : (int64_t)n->w; }
 
-/* The double of a number read_number read when it is w * 10**q with w <= 2**53 and |q| <= 22: w and
- * 10**|q| are exact doubles, so one multiplication or division rounds the exact value once, to nearest, as
- * float() does. 0 for any other number (more than 19 digits included: w wrapped). */
+#if LDBL_MANT_DIG == 64 && (defined(__x86_64__) || defined(__i386__))
+#define X87_EXTENDED 1
+static const long double long_powers_of_ten[] = {
+    1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,  1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
+    1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+
+/* w * 10**q for w < 2**64 and |q| <= 27 in x87 extended precision: w and 10**|q| (5**27 < 2**64) are exact
+ * there, so the one multiplication or division rounds the exact value x once, to 64 bits. Rounding that to a
+ * double rounds x itself unless the 64-bit result is exactly halfway between two doubles (rounding to 64
+ * bits never crosses such a point, which it can represent): then 0, and the number is read elsewhere. */
+static int extended_double(uint64_t w, long q, double *out) {
+    if (q < -27 || q > 27) return 0;
+    long double x = q < 0 ? (long double)w / long_powers_of_ten[-q] : (long double)w * long_powers_of_ten[q];
+    uint64_t significand; /* x87's 80-bit format: the 64-bit significand first, its integer bit explicit */
+    memcpy(&significand, &x, sizeof significand);
+    if ((significand & 0x7FF) == 0x400) return 0; /* the 11 bits a double drops: a tie */
+    *out = (double)x; /* within the normal doubles: w >= 1 and |q| <= 27 */
+    return 1;
+}
+#endif
+
+/* The double of a number read_number read when one correctly rounded operation gives it, as float() rounds
+ * it: w * 10**q with w <= 2**53 and |q| <= 22 (w and 10**|q| are exact doubles), or in x87 extended
+ * precision on x86. 0 for any other number (more than 19 digits included: w wrapped). */
 static int exact_double(const Number *n, double *out) {
     double x;
     if (n->digits > 19) return 0;
     if (n->w == 0) {
         x = 0.0;
-    } else if (n->w > MAX_EXACT_MANTISSA || n->q < -22 || n->q > 22) {
-        return 0;
-    } else {
+#if FLT_EVAL_METHOD == 0 /* not x87 without SSE2, where a double operation rounds twice */
+    } else if (n->w <= MAX_EXACT_MANTISSA && n->q >= -22 && n->q <= 22) {
         x = n->q < 0 ? (double)n->w / powers_of_ten[-n->q] : (double)n->w * powers_of_ten[n->q];
+#endif
+#ifdef X87_EXTENDED
+    } else if (extended_double(n->w, n->q, &x)) {
+#endif
+    } else {
+        return 0;
     }
     *out = n->negative ? -x : x;
     return 1;

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -17,6 +18,12 @@ RUNNERS = REPO / "runners"
 sys.path.insert(0, str(RUNNERS))  # in-process tests import trn_harness the way the runner scripts do
 
 from aws_helpers import aws_env, moto_url  # noqa: E402, F401  (fixtures for every module)
+
+# Tests press Ctrl-C by sending SIGINT to the processes they start. A suite started as a background job of a
+# non-interactive shell (`bash scripts/test.sh &`) has SIGINT ignored, which those processes would inherit:
+# handled here, it is back to the default in every process started from now on.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The compiled ingest extensions (trnconsole/core/_linescan.c, _buckets.c) are built at install with the C
 # compiler Python was built with; where there is none, the install goes on without them.

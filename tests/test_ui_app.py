@@ -73,6 +73,9 @@ def state_of(app: TrnConsoleApp) -> str:
     runs = ", ".join(f"{r.id} {r.status}" for r in app.live.records) or "no runs"
     notes = " | ".join(n.message for n in app._notifications)
     screen = type(app.screen).__name__
+    form_errors = app.screen.query("#error")  # the launch form's own line
+    if form_errors:
+        screen += f" (form says {str(form_errors.first().render())!r})"
     return f"screen {screen}, focus {app.focused!r}, {runs}; notifications: {notes or 'none'}"
 
 
@@ -337,7 +340,12 @@ def test_launch_from_the_form_then_stop_with_confirmation_while_it_floods_the_lo
             await pilot.press("n")
             await wait_until(pilot, app, lambda: isinstance(app.screen, LaunchScreen))
             app.screen.query_one("#runner").value = "script"
-            await pilot.pause()
+
+            # The form takes the runner from Select.Changed, which a loaded machine may handle after a pause.
+            def form_is_for_a_script() -> bool:
+                return app.screen.runner == "script" and bool(app.screen.query("#script-flags"))
+
+            await wait_until(pilot, app, form_is_for_a_script, timeout=20)
             app.screen.query_one("#script", Input).value = str(script)
             app.screen.query_one("#name", Input).value = "chatty"
             await pilot.press("ctrl+s")

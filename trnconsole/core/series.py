@@ -51,7 +51,7 @@ def _extremes(values: Sequence[float], width: int) -> tuple[list[float], list[fl
         if found is not None:
             return found
     if width == 1:
-        values = list(values)
+        values = values if type(values) is list else list(values)
         return values, values, min(values), max(values)
     groups = list(zip(*[iter(values)] * width, strict=True))
     mins, maxes = list(map(min, groups)), list(map(max, groups))

@@ -121,11 +121,12 @@ static int push_slow(Table *t, Span token) {
 
 /* ---- numbers ---- */
 
-/* A JSON number as read so far: its value is (-1)**negative * w * 10**q, w holding `digits` digits. */
+/* A JSON number as read so far: its value is (-1)**negative * w * 10**q, unless it has more than 19
+ * significant digits (overflow: w wrapped). `digits` counts every digit read, leading zeros included. */
 typedef struct {
     uint64_t w;
     long q;
-    int digits, negative, is_int;
+    int digits, negative, is_int, overflow;
 } Number;
 
 #if PY_LITTLE_ENDIAN
@@ -147,26 +148,29 @@ static inline uint64_t eight_digits_value(uint64_t chunk) {
 }
 #endif
 
-/* Appends the digits at p to n->w (which wraps past 19 digits: n->digits says so); p past them. */
+/* Appends the digits at p to n->w (n->overflow once it has more than 19 significant digits); p past them. */
 static const char *read_digits(const char *p, const char *end, Number *n) {
-    uint64_t w = n->w; /* in a local: stores through n could otherwise alias the text read through p */
-    int digits = n->digits;
+    uint64_t w = n->w; /* in locals: stores through n could otherwise alias the text read through p */
+    int digits = n->digits, overflow = n->overflow;
 #if PY_LITTLE_ENDIAN
     while (end - p >= 8) {
         uint64_t chunk;
         memcpy(&chunk, p, 8);
         if (!eight_digits(chunk)) break;
+        overflow |= w >= 100000000000ULL; /* 12 significant digits or more, and eight more */
         w = w * 100000000 + eight_digits_value(chunk);
         digits += 8;
         p += 8;
     }
 #endif
     for (; p < end && is_digit(*p); p++) {
+        overflow |= w >= 1000000000000000000ULL; /* 19 significant digits, and one more */
         w = w * 10 + (uint64_t)(*p - '0');
         digits++;
     }
     n->w = w;
     n->digits = digits;
+    n->overflow = overflow;
     return p;
 }
 
@@ -227,10 +231,10 @@ static int extended_double(uint64_t w, long q, double *out) {
 
 /* The double of a number read_number read when one correctly rounded operation gives it, as float() rounds
  * it: w * 10**q with w <= 2**53 and |q| <= 22 (w and 10**|q| are exact doubles), or in x87 extended
- * precision on x86. 0 for any other number (more than 19 digits included: w wrapped). */
+ * precision on x86. 0 for any other number (more than 19 significant digits included). */
 static int exact_double(const Number *n, double *out) {
     double x;
-    if (n->digits > 19) return 0;
+    if (n->overflow) return 0;
     if (n->w == 0) {
         x = 0.0;
 #if FLT_EVAL_METHOD == 0 /* not x87 without SSE2, where a double operation rounds twice */

@@ -251,15 +251,6 @@ static int exact_double(const Number *n, double *out) {
     return 1;
 }
 
-/* The int of `-?\d{1,18}` (a LOG epoch or step). */
-static int64_t small_int(Span token) {
-    const char *p = token.text, *end = p + token.len;
-    int negative = *p == '-';
-    int64_t v = 0;
-    for (p += negative; p < end; p++) v = v * 10 + (*p - '0');
-    return negative ? -v : v;
-}
-
 /* float() of a token (one without whitespace or underscores: float() removes those first, then calls
  * this); 0 when float() would raise. */
 static int token_to_double(Span token, double *out) {
@@ -525,20 +516,21 @@ done:
 
 /* ---- LOG lines ---- */
 
-/* `-?\d{1,18}` at p. */
-static const char *log_int(const char *p, const char *end, Span *out) {
-    const char *start = p;
-    if (p < end && *p == '-') p++;
+/* `-?\d{1,18}` at p, as an int. */
+static const char *log_int(const char *p, const char *end, int64_t *out) {
+    int negative = p < end && *p == '-';
+    p += negative;
     const char *digits = p;
-    while (p < end && is_digit(*p) && p - digits < MAX_INT_DIGITS + 1) p++;
+    int64_t v = 0;
+    while (p < end && is_digit(*p) && p - digits < MAX_INT_DIGITS + 1) v = v * 10 + (*p++ - '0');
     Py_ssize_t count = p - digits;
     if (count < 1 || count > MAX_INT_DIGITS) return NULL;
-    *out = (Span){start, p - start};
+    *out = negative ? -v : v;
     return p;
 }
 
 /* `LOG\s[^()]*\(\s*(-?\d{1,18})\s*,\s*(-?\d{1,18})\s*\)` at the start of the line; p past it. */
-static const char *log_head(const char *p, const char *end, Span *epoch, Span *step) {
+static const char *log_head(const char *p, const char *end, int64_t *epoch, int64_t *step) {
     if (end - p < 4 || memcmp(p, "LOG", 3) != 0 || !is_log_space(p[3])) return NULL;
     p += 4;
     while (p < end && *p != '(' && *p != ')') p++;
@@ -595,8 +587,8 @@ static int push_log_value(Table *t, Span token) {
     double x;
     const char *end = token.text + token.len;
     if (read_number(token.text, end, &number) == end) {
+        if (!number.is_int) return push_json_float(t, &number, token) < 0 ? -1 : 1;
         if (exact_double(&number, &x)) return push_double(t, x) < 0 ? -1 : 1;
-        if (!number.is_int) return push_slow(t, token) < 0 ? -1 : 1;
     } else if (memchr(token.text, '_', token.len) != NULL) {
         return 0; /* float() reads "1_0"; leave it to it */
     }
@@ -614,12 +606,12 @@ typedef struct {
  * taken from this line. */
 static int read_log_line(const char *p, Py_ssize_t len, LogShape *shape, Table *t, int learn) {
     const char *end = p + len;
-    Span epoch, step;
+    int64_t epoch, step;
     Py_ssize_t i = 0;
     Mark mark = mark_of(t);
     if (len < 4 || memcmp(p, "LOG", 3) != 0 || !plain_ascii(p, len)) return 0;
     if ((p = log_head(p, end, &epoch, &step)) == NULL) return 0;
-    if (push_int(t, small_int(epoch)) < 0 || push_int(t, small_int(step)) < 0) return -1;
+    if (push_int(t, epoch) < 0 || push_int(t, step) < 0) return -1;
     Span name, colon, value;
     for (; (p = next_token(p, end, &name)) != NULL; i++) {
         if (i >= MAX_FIELDS || (p = next_token(p, end, &colon)) == NULL ||

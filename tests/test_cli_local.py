@@ -148,6 +148,21 @@ def test_each_other_bundled_runner_runs_through_the_cli(tmp_path, runner):
     assert summary["eval_metric"] == ("perplexity" if runner == "gpt2" else "accuracy")
 
 
+def test_launch_of_eight_ranks_completes_five_times_in_a_row(tmp_path):
+    """Every rank of an 8-process run starts in the new run directory at once; none may trip another."""
+    for attempt in range(5):
+        out = cli(
+            tmp_path, "launch", "bert", *TINY, "--nproc", "8", "--set", "steps=2", "--set", "batch_size=2",
+            "--set", "seq_len=16", "--set", "eval_every=0", "--follow",
+        )  # fmt: skip
+        run_id = launched_id(out.stdout)
+        record = show(tmp_path, run_id)
+        log = (tmp_path / "runs" / run_id / "stdout.log").read_text()
+        assert out.returncode == 0 and record["status"] == "completed", f"attempt {attempt}:\n{log[-4000:]}"
+        result = json.loads((tmp_path / "runs" / run_id / "result.json").read_text())
+        assert result["world_size"] == 8 and result["ranks_in_sync"] is True
+
+
 FOREIGN = textwrap.dedent(
     """
     import sys, time

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import rundir
 from .config import UsageError
 from .device import Runtime
 
@@ -32,7 +33,7 @@ def newest(output_dir: Path) -> Path | None:
 
 
 def save(runtime: Runtime, path: Path, state: dict[str, Any], keep: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = rundir.temp_path(path)
     if runtime.is_main:
         path.parent.mkdir(parents=True, exist_ok=True)
     if runtime.is_xla:

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from . import rundir
+from .errors import UsageError
+from .ranks import rank_from_env
+
 DEVICES = ("auto", "xla", "cuda", "cpu")
 PRECISIONS = ("fp32", "bf16", "autocast-bf16")
 NEURON_AUTO_CAST = ("none", "matmult", "all")
 LR_SCHEDULES = ("linear", "cosine", "constant")
 MODEL_SIZES = ("tiny", "small", "base")
 DEFAULT_STEPS = 100
-
-
-class UsageError(Exception):
-    """A mistake the user can fix: printed as one line naming the field and the fix, exit code 2."""
 
 
 class Switch(argparse.Action):
@@ -331,13 +331,6 @@ def flags_as_json(parser: argparse.ArgumentParser) -> str:
     return json.dumps(flags, indent=1)
 
 
-def world_size_from_env() -> int:
-    try:
-        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
-    except ValueError:
-        return 1
-
-
 def validate(args: argparse.Namespace) -> None:
     """Check all that needs no device; raise UsageError on the first problem."""
     if args.synthetic and args.data:
@@ -358,15 +351,9 @@ def validate(args: argparse.Namespace) -> None:
     if args.device == "xla":
         require_torch_xla()
     output = Path(args.output_dir)
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-        probe = output / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(
-            f"--output-dir {output}: not writable ({exc.strerror}); choose another directory"
-        ) from None
+    rundir.check_writable(output)
+    if rank_from_env() == 0:
+        rundir.claim(output)
     if os.environ.get("XLA_USE_BF16") or os.environ.get("XLA_DOWNCAST_BF16"):
         print(
             "warning: XLA_USE_BF16/XLA_DOWNCAST_BF16 are deprecated in torch-neuronx; "

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from . import checkpoint, device
-from .config import UsageError, flags_as_json, resolve_steps, validate, world_size_from_env
+from .config import UsageError, flags_as_json, resolve_steps, validate
 from .data import num_samples
+from .ranks import world_size_from_env
 from .task import PreparedData, Task
 
 WARMUP_TRAIN_STEPS = 3  # step 1 creates gradients and optimizer state, step 2 runs the steady graph

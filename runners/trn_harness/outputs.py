@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from .rundir import atomic_write_text
 
 # LOG-line names for the fields the official Neuron samples print, in their order; the rest follow.
 LOG_NAMES = {"loss": "step_loss", "lr": "learning_rate", "samples_per_s": "throughput"}
@@ -91,9 +92,3 @@ def _open_tensorboard(log_dir: Path, purge_step: int | None):
         )
         return None
     return SummaryWriter(log_dir=str(log_dir), purge_step=purge_step, flush_secs=5)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

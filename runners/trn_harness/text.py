@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from . import ranks, rundir
 from .config import UsageError
 
 SAVED_NAME = "tokenizer.json"
@@ -60,12 +61,19 @@ def load_or_train(
     from tokenizers import Tokenizer
 
     saved = output_dir / SAVED_NAME
-    tokenizer = Tokenizer.from_file(str(saved)) if saved.is_file() else None
-    if tokenizer is None:
-        tokenizer = (
-            _train_wordpiece(texts, vocab_size) if kind == "wordpiece" else _train_bpe(texts, vocab_size)
-        )
-        tokenizer.save(str(saved))
+    if saved.is_file():  # a resumed run keeps its token ids
+        tokenizer = Tokenizer.from_file(str(saved))
+    else:
+        # Trained by rank 0 alone and handed to the others: two processes training WordPiece on the same
+        # text number its tokens differently, and every rank must feed the model the same ids.
+        def train_and_save() -> str:
+            trained = (
+                _train_wordpiece(texts, vocab_size) if kind == "wordpiece" else _train_bpe(texts, vocab_size)
+            )
+            rundir.atomic_write(saved, lambda tmp: trained.save(str(tmp)))
+            return trained.to_str()
+
+        tokenizer = Tokenizer.from_str(ranks.made_once("tokenizer", train_and_save, saved))
     if kind == "wordpiece":
         return TextEncoder(tokenizer, False, tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[SEP]"))
     eos = tokenizer.token_to_id(GPT2_EOS)

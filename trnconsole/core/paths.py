@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,8 @@ def writable_home() -> Path:
     root = home()
     try:
         (root / "runs").mkdir(parents=True, exist_ok=True)
-        probe = root / ".write-test"
-        probe.write_text("")
-        probe.unlink()
+        # A nameless file of this process's own: several consoles, launches and sweeps probe at once.
+        tempfile.TemporaryFile(dir=root).close()
     except OSError as exc:
         raise UsageError(
             f"TRNCONSOLE_HOME {root}: not writable ({exc.strerror}); "

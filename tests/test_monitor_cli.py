@@ -70,7 +70,7 @@ def test_once_json_matches_the_neuron_runtime_and_the_process_tree_to_the_run(ru
 def test_once_text_shows_cores_devices_and_the_run(running_job, tmp_path):
     text = monitor(running_job, tmp_path, "--once", fixture="trn1-32xlarge-busy.jsonl")
     assert text.startswith("host  CPU")
-    assert "trn1.32xlarge" in text and "16 device(s) x 2 cores" in text
+    assert "trn1.32xlarge" in text and "16 device(s) x 2 NeuronCore-v2 cores" in text
     assert "ECC  device" in text
     core_rows = [line for line in text.splitlines() if line[:5].strip().isdigit() and "%" in line]
     assert len(core_rows) == 32

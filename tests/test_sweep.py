@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -110,6 +112,47 @@ def test_a_swept_flag_also_set_and_a_bad_value_are_refused_before_anything_runs(
     assert main(["sweep", "--show", "nope"]) == 2
     assert "--show nope: no sweep matches" in capsys.readouterr().err
     assert not (tmp_path / "home" / "runs").exists() or not any((tmp_path / "home" / "runs").iterdir())
+
+
+def recorded_trn1_32xlarge(tmp_path, busy_devices: int) -> str:
+    """The recorded trn1.32xlarge neuron-ls output with only its first `busy_devices` devices in use."""
+    data = Path(__file__).resolve().parent / "data" / "neuron" / "neuron-ls-trn1-32xlarge.json"
+    devices = json.loads(data.read_text())
+    for device in devices[busy_devices:]:
+        device["neuron_processes"] = []
+    path = tmp_path / f"neuron-ls-{busy_devices}-busy.json"
+    path.write_text(json.dumps(devices, indent=4))
+    return str(path)
+
+
+@pytest.mark.parametrize("busy,nproc,parallel", [(4, 8, 3), (0, 8, 4), (0, 32, 1), (15, 2, 1)])
+def test_parallel_auto_fits_as_many_variants_as_the_free_neuroncores_hold(
+    tmp_path, monkeypatch, busy: int, nproc: int, parallel: int
+) -> None:
+    from trnconsole.cli import build_parser
+    from trnconsole.commands.sweep import plan_sweep
+    from trnconsole.service import Console
+
+    fakes = Path(__file__).resolve().parent / "fakes"
+    monkeypatch.setenv("PATH", f"{fakes}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NEURON_LS_FIXTURE", recorded_trn1_32xlarge(tmp_path, busy))
+    monkeypatch.setenv("TRNCONSOLE_CONFIG", str(tmp_path / "none.toml"))
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    args = build_parser().parse_args(
+        ["sweep", str(script), "--grid", "batch_size=1,2,3,4", "--nproc", str(nproc), "--parallel", "auto"]
+    )
+    console = Console(tmp_path / "home")
+    try:
+        assert plan_sweep(console, args)[2] == parallel
+        if busy == 15:  # device 15 (cores 30-31) is the only one free: one variant of 2 cores at a time
+            args.nproc = 4
+            with pytest.raises(
+                UsageError, match=r"^--parallel auto: no 4 free contiguous NeuronCores .*pid 71200"
+            ):
+                plan_sweep(console, args)
+    finally:
+        console.close()
 
 
 @pytest.mark.slow

@@ -76,6 +76,7 @@ def build_parser(parser_class: type[OneLineParser] = OneLineParser) -> argparse.
     rerun.add_argument("--unset", action="append", default=[], metavar="KEY", help="drop a flag")
     rerun.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     rerun.add_argument("--nproc", type=int, default=None)
+    rerun.add_argument("--cores", default=None, metavar="RANGE", help="NeuronCores, e.g. 0-7 (see launch)")
     rerun.add_argument("--name", default=None)
     rerun.add_argument("--follow", "-f", action="store_true")
     rerun.add_argument("--json", action="store_true")
@@ -231,6 +232,12 @@ def build_parser(parser_class: type[OneLineParser] = OneLineParser) -> argparse.
 def _add_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="local", help="local (default), sagemaker, batch or k8s")
     p.add_argument("--nproc", type=int, default=1, help="processes per node (NeuronCores, GPUs)")
+    p.add_argument(
+        "--cores",
+        default=None,
+        metavar="RANGE",
+        help="NeuronCores for a local run, e.g. 0-7 (one per process; default: the lowest free range)",
+    )
     p.add_argument("--nnodes", type=int, default=1, help="nodes for multi-node torchrun")
     p.add_argument("--node-rank", type=int, default=0, help="this node's rank when --nnodes > 1")
     p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="rendezvous for --nnodes > 1")
@@ -331,6 +338,7 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> int:
         metrics=args.metric,
         extra_args=extra,
         backend_options=backend_options(args),
+        cores=args.cores,
     )
     if args.preflight:
         from .commands.preflight import report_text, run_preflight
@@ -363,7 +371,9 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_rerun(args: argparse.Namespace, extra: list[str]) -> int:
     console = _console()
     parent = console.store.resolve(args.run)
-    record = console.rerun(parent, args.set, args.env, args.unset, name=args.name, nproc=args.nproc)
+    record = console.rerun(
+        parent, args.set, args.env, args.unset, name=args.name, nproc=args.nproc, cores=args.cores
+    )
     return _after_launch(console, record, args.follow, args.json)
 
 
@@ -464,6 +474,11 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
         ("status", record.status + (f", exit {record.exit_code}" if record.exit_code is not None else "")),
         ("runner", spec.runner),
         ("backend", f"{record.backend}, {spec.nproc} process(es) x {spec.nnodes} node(s)"),
+        *(
+            [("NeuronCores", f"{spec.visible_cores} ({spec.core_version or 'version unknown'})")]
+            if spec.visible_cores
+            else []
+        ),
         ("flags", " ".join(spec.runner_args()) or "-"),
         ("started", fmt.ago(record.started_at)),
         ("elapsed", fmt.duration(record.elapsed())),

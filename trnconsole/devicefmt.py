@@ -102,7 +102,8 @@ def neuron_lines(
         head.append(report.instance.instance_type)
     if hw.device_count:
         size = f", {gib(hw.device_memory_size)} GiB each" if hw.device_memory_size else ""
-        head.append(f"{hw.device_count} device(s) x {report.cores_per_device} cores{size}")
+        kind = f" NeuronCore-{report.core_version}" if report.core_version else ""
+        head.append(f"{hw.device_count} device(s) x {report.cores_per_device}{kind} cores{size}")
     head.append(status)
     lines = ["  ".join(head)]
     lines += [f"  ! {p}" for p in report.problems]

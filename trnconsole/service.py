@@ -5,18 +5,30 @@ They wire the core (spec, store, metrics) to the backends; neither the CLI nor t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backends import get_backend
 from .backends.base import Backend, RunStatus
 from .backends.options import check_options, config_defaults
 from .core import paths
+from .core.cores import ENV_VAR as CORES_ENV
+from .core.cores import (
+    Holder,
+    allocate,
+    check_core_count,
+    describe,
+    format_cores,
+    held,
+    parse_cores,
+    ranges_that_fit,
+)
 from .core.errors import UsageError
 from .core.metrics import headline_eval_metric
 from .core.parsers import MetricRegex
@@ -38,6 +50,9 @@ from .core.tail import FileTail
 from .core.watch import LOG_FILE, RunWatcher
 from .logmirror import mirror_logs, run_lock
 
+if TYPE_CHECKING:
+    from .monitors.neuron import NeuronInventory
+
 RESULT_FILE = "result.json"
 # A remote job's status and log are fetched at most this often per run (the UI refreshes every 2 s; the
 # services' APIs are rate-limited and each poll is a few requests).
@@ -49,6 +64,9 @@ LATE_LOG_S = 120.0
 # source first, so minutes are normal).
 SUBMIT_GRACE_S = 1800.0
 PRICE_CACHE = "prices.json"
+# Held across choosing a local run's NeuronCores and recording the run, so two launches at once (two consoles,
+# a sweep beside a `trnconsole launch`) never pick the same free range.
+CORES_LOCK = "neuroncores.lock"
 SAGEMAKER_DEFAULT_INSTANCE = "ml.trn1.2xlarge"
 DMI_PRODUCT = "/sys/devices/virtual/dmi/id/product_name"
 # Figures a bundled runner's result.json states authoritatively; they win over what the log implies.
@@ -169,11 +187,14 @@ class Console:
         extra_args: Sequence[str] = (),
         backend_options: dict[str, str] | None = None,
         cwd: str | None = None,
+        cores: str | None = None,
     ) -> RunSpec:
         """A checked spec: every mistake is a UsageError before anything is written or started."""
         if backend not in BACKENDS:
             raise UsageError(f"--backend {backend}: choose one of {', '.join(BACKENDS)}")
         check_resources(nproc, nnodes, node_rank, rdzv_endpoint, backend)
+        env = parse_env(envs)
+        requested = requested_cores(cores, env, nproc, backend)
         backend_options = {**config_defaults(backend, paths.load_config()), **(backend_options or {})}
         check_options(backend, backend_options)
         for item in metrics:
@@ -192,7 +213,7 @@ class Console:
             runner=runner,
             flags=dict(raw),
             extra_args=tuple(extra_args),
-            env=parse_env(envs),
+            env=env,
             backend=backend,
             nproc=nproc,
             nnodes=nnodes,
@@ -203,6 +224,7 @@ class Console:
             cwd=cwd or os.getcwd(),
             metrics=tuple(metrics),
             backend_options=dict(backend_options or {}),
+            cores=requested,
         )
         if bundled:
             # The interpreter and torchrun first: a flag table read with a broken interpreter says less.
@@ -224,7 +246,11 @@ class Console:
 
     def launch(self, spec: RunSpec, parent: RunRecord | None = None) -> RunRecord:
         diff = flag_diff(parent.spec, spec) if parent else None
-        record = self.store.create(spec, self.run_dir, parent_id=parent.id if parent else None, diff=diff)
+        local = spec.backend == "local"
+        with self.cores_lock() if local else contextlib.nullcontext():
+            if local:
+                spec = self.place_on_cores(spec)
+            record = self.store.create(spec, self.run_dir, parent_id=parent.id if parent else None, diff=diff)
         record.run_dir.mkdir(parents=True, exist_ok=True)
         (record.run_dir / "spec.json").write_text(
             json.dumps(
@@ -247,6 +273,78 @@ class Console:
             only_if_active=True,
         )
         return self.store.get(record.id)
+
+    # ---- NeuronCores of local runs ----
+
+    @contextlib.contextmanager
+    def cores_lock(self) -> Iterator[None]:
+        """An exclusive lock under $TRNCONSOLE_HOME, held by one launch at a time while it picks cores."""
+        import fcntl
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.home / CORES_LOCK, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def core_holders(self, inventory: NeuronInventory) -> list[Holder]:
+        """Who holds NeuronCores now: our active local runs (by their recorded range; a run that has ended is
+        found ended here and holds nothing) and every other process neuron-ls lists."""
+        holders: list[Holder] = []
+        ours: dict[int, str] = {}
+        for record in self.store.list(statuses=ACTIVE):
+            if record.backend != "local":
+                continue
+            record = self.refresh(record)
+            if record.finished:
+                continue
+            if record.pgid:
+                ours[record.pgid] = record.id
+            if record.spec.visible_cores:
+                cores = parse_cores(record.spec.visible_cores, "visible_cores")
+                holders.append(Holder(f"run {record.id} ({record.status})", cores))
+        for pid, proc in sorted(inventory.holders().items()):
+            try:
+                if os.getpgid(pid) in ours:
+                    continue  # a worker of one of our runs: its run's range says which cores
+            except OSError:
+                pass  # not visible from here (another container, or it just ended): neuron-ls is the word
+            command = proc.command if len(proc.command) <= 60 else proc.command[:57] + "..."
+            holders.append(Holder(f"pid {pid} ({command or 'command not shown'})", proc.core_ids))
+        return holders
+
+    def place_on_cores(self, spec: RunSpec) -> RunSpec:
+        """The spec with the NeuronCores this local run gets (its user's own, checked, else the lowest free
+        range) and the host's NeuronCore version; unchanged on a host without Neuron devices."""
+        from .monitors.neuron import neuron_ls
+
+        field, text = cores_request(spec)
+        inventory = neuron_ls()
+        host = inventory.core_ids
+        if not host:
+            if spec.cores is not None and CORES_ENV not in spec.env:
+                why = inventory.problem or "neuron-ls lists no devices"
+                raise UsageError(
+                    f"--cores {spec.cores}: this host has no NeuronCores ({why}); leave --cores out"
+                )
+            return spec
+        requested = parse_cores(text, field) if text is not None else None
+        cores = allocate(requested, field, spec.nproc, host, self.core_holders(inventory))
+        version = inventory.core_version(self.host_instance_type())
+        return replace(spec, visible_cores=format_cores(cores), core_version=version)
+
+    def core_room(self, nproc: int) -> tuple[int, str] | None:
+        """How many runs of `nproc` processes fit on the free NeuronCores now, and who holds the others;
+        None on a host without Neuron devices."""
+        from .monitors.neuron import neuron_ls
+
+        inventory = neuron_ls()
+        if not inventory.core_ids:
+            return None
+        holders = self.core_holders(inventory)
+        return ranges_that_fit(inventory.core_ids, held(holders), nproc), describe(holders)
 
     def refresh(self, record: RunRecord, force: bool = False) -> RunRecord:
         """Ask the backend how an active run stands; record an ending (with its summary) once.
@@ -393,8 +491,11 @@ class Console:
         unset: Sequence[str] = (),
         name: str | None = None,
         nproc: int | None = None,
+        cores: str | None = None,
     ) -> RunRecord:
-        """A new run from the parent's spec with some flags changed; the diff is kept with it."""
+        """A new run from the parent's spec with some flags changed; the diff is kept with it. The cores the
+        user chose for the parent are asked for again (unless `cores` says otherwise); a range the console
+        picked is picked afresh."""
         spec = parent.spec
         base_sets = [f"{k}={flag_text(v)}" for k, v in spec.flags.items() if k not in set(unset)]
         env = dict(spec.env)
@@ -414,6 +515,7 @@ class Console:
             extra_args=spec.extra_args,
             backend_options=spec.backend_options,
             cwd=spec.cwd,
+            cores=cores or (spec.cores if CORES_ENV not in env else None),
         )
         return self.launch(child, parent=parent)
 
@@ -484,6 +586,43 @@ class Console:
             spot_savings=cost.spot_savings,
         )
         return summary
+
+
+def requested_cores(cores: str | None, env: dict[str, str], nproc: int, backend: str) -> str | None:
+    """The NeuronCores the user asked for (`--cores` or `--env NEURON_RT_VISIBLE_CORES`), normalized; the
+    checks that need no host (syntax, one core per process, one answer) are made here, the rest at launch."""
+    env_text = env.get(CORES_ENV)
+    if backend != "local":
+        if cores is not None:
+            raise UsageError(
+                f"--cores {cores}: NeuronCores are shared out between local runs only; for --backend "
+                f"{backend} leave it out (each job has its instances to itself)"
+            )
+        return None
+    found = parse_cores(cores, "--cores") if cores is not None else None
+    from_env = parse_cores(env_text, f"--env {CORES_ENV}") if env_text is not None else None
+    if found is not None and from_env is not None and found != from_env:
+        raise UsageError(
+            f"--cores {cores} and --env {CORES_ENV}={env_text} disagree; give the cores once, with --cores"
+        )
+    chosen, field = (found, "--cores") if found is not None else (from_env, f"--env {CORES_ENV}")
+    if chosen is None:
+        return None
+    check_core_count(chosen, field, nproc)
+    return format_cores(chosen)
+
+
+def cores_request(spec: RunSpec) -> tuple[str, str | None]:
+    """(where the user's cores came from, their text): --env, then --cores, then this environment's own
+    NEURON_RT_VISIBLE_CORES (which a local job would inherit); (field, None) when none was given."""
+    if CORES_ENV in spec.env:
+        return f"--env {CORES_ENV}", spec.env[CORES_ENV]
+    if spec.cores is not None:
+        return "--cores", spec.cores
+    inherited = os.environ.get(CORES_ENV)
+    if inherited:
+        return CORES_ENV, inherited  # as exported in the shell that started trnconsole
+    return "--cores", None
 
 
 def _number(value: Any) -> float | None:

@@ -13,10 +13,26 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .config import UsageError, require_torch_xla, torch_neuronx_present, world_size_from_env
+from .config import UsageError, require_torch_xla, torch_neuronx_present
+from .ranks import world_size_from_env
 
-# Dense peak FLOP/s per device (bf16, fp32): trn1 NeuronCore-v2 from the Neuron docs, GPUs from data sheets.
-NEURONCORE_V2_PEAK = (95.5e12, 24.0e12)
+# Dense peak FLOP/s (bf16, fp32) of one physical NeuronCore, by version, from the chip figures in
+# aws-neuron-sdk about-neuron/arch/neuron-hardware/trainium2.rst (Trainium: 191 BF16 / 48 FP32 TFLOPS over two
+# NeuronCore-v2; Trainium2: 667 / 181 TFLOPS over eight NeuronCore-v3). Inferentia2 (inferentia2.rst: 190 /
+# 47.5 over two NeuronCore-v2) is within 1% of the Trainium figure, which stands for every NeuronCore-v2.
+NEURONCORE_PEAKS = {"v2": (191e12 / 2, 48e12 / 2), "v3": (667e12 / 8, 181e12 / 8)}
+# A process on a Trainium2 at Logical NeuronCore config 2 (the default; logical-neuroncore-config.rst) drives
+# two physical NeuronCore-v3, which neuron-monitor calls NeuronCore "v3d".
+PHYSICAL_CORES = {"v2": 1, "v3": 1, "v3d": 2}
+# The console passes the version it read from the host (neuron-ls, the instance type) here.
+CORE_VERSION_ENV = "TRNCONSOLE_NEURONCORE_VERSION"
+# The Neuron driver's sysfs (aws-neuron-sdk tools/neuron-sys-tools/neuron-sysfs-user-guide.rst): a core's
+# own architecture reads "NCv2"; the device's `device_name` / `instance_type` read "Inferentia2" / "Inf2".
+# The device's `arch_type` is the device generation (NDv3 on an Inferentia2), not the core's: not read.
+NEURON_SYSFS = "/sys/devices/virtual/neuron_device/neuron0"
+DMI_PRODUCT = "/sys/devices/virtual/dmi/id/product_name"  # the EC2 instance type, e.g. "trn1.32xlarge"
+FAMILY_CORE_VERSION = {"trn1": "v2", "trn1n": "v2", "inf2": "v2", "trn2": "v3", "trn2n": "v3", "trn2u": "v3"}
+DEVICE_CORE_VERSION = {"trainium": "v2", "trainium1": "v2", "inferentia2": "v2", "trainium2": "v3"}
 GPU_PEAKS = (
     ("H200", 989e12, 67e12),
     ("H100 PCIe", 756e12, 51e12),
@@ -186,7 +202,10 @@ def peak_flops_per_device(runtime: Runtime, low_precision: bool) -> tuple[float,
     """(peak FLOP/s of one device, where the figure comes from)."""
     bf16_index = 0 if low_precision else 1
     if runtime.platform == "neuron":
-        return NEURONCORE_V2_PEAK[bf16_index], "trn1 NeuronCore-v2 data sheet"
+        version, found_by = neuroncore_version()
+        if version is None:
+            return neuroncore_peak("v2", low_precision), "NeuronCore version not found: NeuronCore-v2 assumed"
+        return neuroncore_peak(version, low_precision), f"NeuronCore-{version} data sheet ({found_by})"
     if runtime.platform == "cuda":
         import torch
 
@@ -198,6 +217,68 @@ def peak_flops_per_device(runtime: Runtime, low_precision: bool) -> tuple[float,
     import torch
 
     return measure_matmul_flops(torch.device("cpu"), low_precision), "CPU matmul measured at start"
+
+
+def neuroncore_peak(version: str, low_precision: bool) -> float:
+    """Peak FLOP/s of one process's NeuronCore: the physical core's figure times the cores it drives."""
+    physical = "v3" if version.startswith("v3") else "v2"
+    return NEURONCORE_PEAKS[physical][0 if low_precision else 1] * PHYSICAL_CORES.get(version, 1)
+
+
+def normalize_core_version(text: str | None, lnc: str | None = None) -> str | None:
+    """ "v2", "v3" or "v3d" from the spellings in use ("NCv2", "NC_v3d", "v3"); v3 at LNC 2 is "v3d"."""
+    word = (text or "").strip().lower().replace("_", "").removeprefix("nc")
+    if word not in ("v2", "v3", "v3d"):
+        return None
+    if word == "v3" and (lnc or "2").strip() == "2":
+        return "v3d"
+    return word
+
+
+def version_from_names(*names: str | None, lnc: str | None = None) -> str | None:
+    """The core version an instance type ("trn1n.32xlarge", "Trn2") or device name ("Inferentia2") implies."""
+    for name in names:
+        word = (name or "").strip().lower()
+        version = FAMILY_CORE_VERSION.get(word.split(".")[0]) or DEVICE_CORE_VERSION.get(word)
+        if version:
+            return normalize_core_version(version, lnc)
+    return None
+
+
+def neuroncore_version(
+    environ: dict[str, str] | None = None, sysfs: str = NEURON_SYSFS, dmi: str = DMI_PRODUCT
+) -> tuple[str | None, str]:
+    """(the NeuronCore version this process runs on, how it was found), found at run time from: the console's
+    hint; the driver's sysfs (the core's arch_type, then the device's names); NEURON_PLATFORM_TARGET_OVERRIDE
+    (the compiler target the Neuron frameworks honour, e.g. trn2); the EC2 instance type in DMI."""
+    env = os.environ if environ is None else environ
+    lnc = env.get("NEURON_LOGICAL_NC_CONFIG")
+    hinted = normalize_core_version(env.get(CORE_VERSION_ENV), lnc)
+    if hinted:
+        return hinted, f"{CORE_VERSION_ENV}"
+    core_arch = _read(f"{sysfs}/neuron_core0/info/architecture/arch_type")
+    version = normalize_core_version(core_arch, lnc)
+    if version:
+        return version, "Neuron driver sysfs"
+    device = [_read(f"{sysfs}/info/architecture/{name}") for name in ("device_name", "instance_type")]
+    version = version_from_names(*device, lnc=lnc)
+    if version:
+        return version, "Neuron driver sysfs"
+    version = version_from_names(env.get("NEURON_PLATFORM_TARGET_OVERRIDE"), lnc=lnc)
+    if version:
+        return version, "NEURON_PLATFORM_TARGET_OVERRIDE"
+    version = version_from_names(_read(dmi), lnc=lnc)
+    if version:
+        return version, "instance type"
+    return None, "not found"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip() or None
+    except OSError:
+        return None
 
 
 def measure_matmul_flops(device: Any, low_precision: bool, seconds: float = 0.3) -> float:

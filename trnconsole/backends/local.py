@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.cores import ENV_VAR as CORES_ENV
 from ..core.errors import UsageError
 from ..core.paths import load_config
 from ..core.spec import RunSpec
@@ -26,6 +27,7 @@ from .base import Backend, RunStatus, Submission
 from .local_wrapper import EXIT_FILE
 
 LOG_FILE = "stdout.log"
+CORE_VERSION_ENV = "TRNCONSOLE_NEURONCORE_VERSION"  # read by the bundled runners; any script may read it
 PATH_FLAGS = ("data", "eval_data", "model_path", "resume")  # bundled-runner flags naming local paths
 # Exit codes of a job that was asked to stop (SIGTERM, SIGINT); a SIGKILL nobody asked for (the kernel's
 # OOM killer) is a failure.
@@ -122,6 +124,11 @@ class LocalBackend(Backend):
         env = dict(os.environ)
         env.update(spec.env)
         env.update(NEURON_PROCESS_TAG=record.id, TRNCONSOLE_RUN_ID=record.id, PYTHONUNBUFFERED="1")
+        # Given at launch on a Neuron host, under the cores lock (service.place_on_cores).
+        if spec.visible_cores:
+            env[CORES_ENV] = spec.visible_cores
+        if spec.core_version:  # the runner's hint for its MFU peak (runners/trn_harness/device.py)
+            env[CORE_VERSION_ENV] = spec.core_version
         wrapper = [sys.executable, "-m", "trnconsole.backends.local_wrapper", str(run_dir), "--", *command]
         (run_dir / "command.json").write_text(json.dumps({"argv": command}, indent=1) + "\n")
         with open(run_dir / LOG_FILE, "ab") as log:

@@ -4,7 +4,6 @@ accelerator has room), then the table of throughput, speed-up, final loss and co
 from __future__ import annotations
 
 import argparse
-import glob
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,6 @@ from ..core.sweep import Sweep, expand, load_sweeps, parse_grid, sweep_rows, var
 from ..textfmt import duration, json_text, number, table
 
 POLL_S = 1.0
-NEURON_CORES_PER_DEVICE = 2  # trn1
 
 
 def sweeps_dir(console: Any) -> Any:
@@ -77,10 +75,19 @@ def plan_sweep(console: Any, args: argparse.Namespace) -> tuple[Sweep, list[Any]
             python=args.python,
             metrics=args.metric,
             backend_options=backend_options(args),
+            cores=args.cores,
         )
         for variant in variants
     ]
-    return sweep, specs, side_by_side(args.parallel, args.nproc, len(specs), args.backend)
+    if args.cores is not None and args.parallel not in ("auto", "1"):
+        raise UsageError(
+            f"--cores {args.cores} with --parallel {args.parallel}: every variant would ask for the same "
+            "cores; leave --cores out (each variant gets its own free range) or use --parallel 1"
+        )
+    room = None
+    if args.parallel == "auto" and args.backend == "local" and args.cores is None:
+        room = console.core_room(args.nproc)
+    return sweep, specs, side_by_side(args.parallel, args.nproc, len(specs), args.backend, room)
 
 
 def start_detached(console: Any, argv: list[str]) -> Path:
@@ -105,10 +112,13 @@ def start_detached(console: Any, argv: list[str]) -> Path:
     return log
 
 
-def side_by_side(requested: str, nproc: int, variants: int, backend: str) -> int:
-    """How many variants run at once: a number, or `auto` — as many as the host's NeuronCores hold (remote
-    backends: all of them, each job has its own instances); on a CPU or GPU host, one, so that timings do
-    not disturb each other."""
+def side_by_side(
+    requested: str, nproc: int, variants: int, backend: str, room: tuple[int, str] | None = None
+) -> int:
+    """How many variants run at once: a number, or `auto` — as many as fit on the free NeuronCores now
+    (`room`: how many `nproc`-core ranges are free and who holds the rest, from Console.core_room; remote
+    backends: all of them, each job has its own instances); on a CPU or GPU host (room None), one, so that
+    timings do not disturb each other."""
     if requested != "auto":
         try:
             count = int(requested)
@@ -119,8 +129,14 @@ def side_by_side(requested: str, nproc: int, variants: int, backend: str) -> int
         return min(count, variants)
     if backend != "local":
         return variants
-    cores = len(glob.glob("/dev/neuron[0-9]*")) * NEURON_CORES_PER_DEVICE
-    return max(1, min(variants, cores // max(1, nproc)))
+    if room is None:
+        return 1
+    fits, holders = room
+    if fits < 1:
+        raise UsageError(
+            f"--parallel auto: no {nproc} free contiguous NeuronCores for even one variant; held: {holders}"
+        )
+    return min(variants, fits)
 
 
 def run_variants(

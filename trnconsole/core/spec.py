@@ -71,6 +71,11 @@ class RunSpec:
     cwd: str | None = None  # where the run starts, so a script's relative paths mean what they meant
     metrics: tuple[str, ...] = ()  # user metric regexes, "name=REGEX"
     backend_options: dict[str, str] = field(default_factory=dict)
+    # NeuronCores the user asked for (`--cores`, or NEURON_RT_VISIBLE_CORES in env); None: any free range.
+    cores: str | None = None
+    # What the launch gave a local run on a Neuron host: NEURON_RT_VISIBLE_CORES and the NeuronCore version.
+    visible_cores: str | None = None
+    core_version: str | None = None
 
     @property
     def bundled(self) -> bool:
@@ -221,7 +226,18 @@ def flag_diff(parent: RunSpec, child: RunSpec) -> dict[str, list[Any]]:
         old, new = parent.flags.get(key), child.flags.get(key)
         if old != new:
             diff[key] = [old, new]
-    for name in ("env", "nproc", "nnodes", "extra_args", "backend", "python", "metrics", "backend_options"):
+    names = (
+        "env",
+        "nproc",
+        "nnodes",
+        "extra_args",
+        "backend",
+        "python",
+        "metrics",
+        "backend_options",
+        "cores",
+    )
+    for name in names:
         old, new = getattr(parent, name), getattr(child, name)
         if old != new:
             diff[name] = [_plain(old), _plain(new)]

@@ -31,8 +31,20 @@ except ImportError:  # pragma: no cover - orjson is a base dependency
     _loads = json.loads
 
 NEURON_BIN_DIR = Path("/opt/aws/neuron/bin")
-# trn1 and inf2 devices have two NeuronCores; used when a report does not say.
-DEFAULT_CORES_PER_DEVICE = 2
+# The NeuronCore version of each instance family (aws-neuron-sdk about-neuron/arch/neuron-hardware: Trainium
+# and Inferentia2 chips carry NeuronCore-v2, Trainium2 chips NeuronCore-v3). On Trainium2 the runtime groups
+# NEURON_LOGICAL_NC_CONFIG physical cores into one logical core (default 2), which neuron-monitor names "v3d"
+# (logical-neuroncore-config.rst; neuron-monitor-user-guide.rst's trn2 example).
+CORE_VERSION_BY_FAMILY = {
+    "trn1": "v2",
+    "trn1n": "v2",
+    "inf2": "v2",
+    "trn2": "v3",
+    "trn2n": "v3",
+    "trn2u": "v3",
+}
+# Physical NeuronCores per device, by neuron-monitor's neuron_device_type (same pages).
+PHYSICAL_CORES_BY_DEVICE_TYPE = {"trainium": 2, "inferentia2": 2, "trainium2": 8}
 NO_DRIVER = (
     "the Neuron driver is not visible in this container: run it with --privileged or pass the "
     "/dev/neuron* devices (--device=/dev/neuron0 ...)"
@@ -271,7 +283,11 @@ class NeuronReport:
 
     @property
     def cores_per_device(self) -> int:
-        return self.hardware.cores_per_device or DEFAULT_CORES_PER_DEVICE
+        return cores_per_device(self.hardware)
+
+    @property
+    def core_version(self) -> str | None:
+        return core_version_of(self.hardware)
 
     def core_totals(self) -> dict[int, CoreTotals]:
         return core_totals(self.runtimes)
@@ -457,6 +473,45 @@ def _hardware(data: dict[str, Any]) -> HardwareInfo:
         core_version=_text(data.get("neuroncore_version")) or None,
         logical_neuroncore_config=_int(data.get("logical_neuroncore_config")),
     )
+
+
+def cores_per_device(hardware: HardwareInfo) -> int:
+    """NeuronCores per device as the report counts them: its own figure, else what its device type has (the
+    logical cores of a Trainium2 at its LNC), else 2 (an old SDK's trn1/inf2 report says neither)."""
+    if hardware.cores_per_device:
+        return hardware.cores_per_device
+    physical = PHYSICAL_CORES_BY_DEVICE_TYPE.get((hardware.device_type or "").lower())
+    if physical is None:
+        return 2
+    return max(1, physical // (hardware.logical_neuroncore_config or 1))
+
+
+def core_version_of(hardware: HardwareInfo) -> str | None:
+    """The NeuronCore version a report states ("v2", "v3", "v3d"), or the one its device type implies."""
+    if hardware.core_version:
+        return hardware.core_version.lower()
+    device = (hardware.device_type or "").lower()
+    if device in ("trainium", "inferentia2"):
+        return "v2"
+    if device == "trainium2":
+        return "v3d" if (hardware.logical_neuroncore_config or 2) == 2 else "v3"
+    return None
+
+
+def instance_family(instance_type: str | None) -> str | None:
+    """`trn1n` for "trn1n.32xlarge" (or "ml.trn1n.32xlarge"); None for a type that is not a Neuron family."""
+    if not instance_type:
+        return None
+    parts = instance_type.strip().lower().split(".")
+    family = parts[1] if parts[0] == "ml" and len(parts) > 1 else parts[0]
+    return family if family in CORE_VERSION_BY_FAMILY else None
+
+
+def core_version_for_family(family: str | None, logical_neuroncore_config: int | None) -> str | None:
+    version = CORE_VERSION_BY_FAMILY.get(family or "")
+    if version == "v3" and (logical_neuroncore_config or 2) == 2:
+        return "v3d"
+    return version
 
 
 def _latency(value: Any) -> Latency | None:
@@ -885,6 +940,7 @@ class NeuronDevice:
     memory_size: int | None  # bytes
     core_ids: tuple[int, ...]
     processes: tuple[NeuronProcess, ...]
+    instance_type: str | None = None  # newer neuron-ls releases name it on every device
 
 
 @dataclass(frozen=True, slots=True)
@@ -909,6 +965,27 @@ class NeuronInventory:
     @property
     def core_count(self) -> int:
         return sum(len(d.core_ids) or d.nc_count for d in self.devices)
+
+    @property
+    def core_ids(self) -> tuple[int, ...]:
+        """Every NeuronCore id NEURON_RT_VISIBLE_CORES may name (logical cores, at the host's LNC)."""
+        ids: list[int] = []
+        for device in self.devices:
+            ids += device.core_ids or range(
+                device.index * device.nc_count, (device.index + 1) * device.nc_count
+            )
+        return tuple(sorted(set(ids)))
+
+    @property
+    def cores_per_device(self) -> int | None:
+        counts = {len(d.core_ids) or d.nc_count for d in self.devices}
+        return counts.pop() if len(counts) == 1 else None
+
+    def core_version(self, host_instance_type: str | None = None) -> str | None:
+        """The NeuronCore version, from the instance type neuron-ls names (newer releases) or the host's."""
+        named = next((d.instance_type for d in self.devices if d.instance_type), None)
+        lnc = next((d.logical_neuroncore_config for d in self.devices if d.logical_neuroncore_config), None)
+        return core_version_for_family(instance_family(named or host_instance_type), lnc)
 
     def holders(self) -> dict[int, CoreHolder]:
         """Every process listed as holding cores, by pid."""
@@ -954,6 +1031,7 @@ def parse_neuron_ls(text: str | bytes) -> NeuronInventory:
                 memory_size=_int(d.get("memory_size")),
                 core_ids=tuple(i for i in map(_int, _list(d.get("neuroncore_ids"))) if i is not None),
                 processes=processes,
+                instance_type=_text(d.get("instance_type")) or None,
             )
         )
     return NeuronInventory(devices=tuple(devices))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the pinned environment (once) and run the whole test suite: ruff lint + format check, then pytest.
+# Install the pinned environment for $PYTHON (once) and run the whole test suite: ruff lint + format check,
+# then pytest. Arguments go to pytest: `-m smoke` is the short set, `-m 'not slow'` the quick one.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 env=$(bash "$repo/scripts/env.sh")

@@ -72,6 +72,7 @@ def home_with_runs(tmp_path_factory):
     return home, first, second
 
 
+@pytest.mark.smoke
 def test_launch_follow_prints_plain_progress_then_the_summary(home_with_runs):
     home, first, _ = home_with_runs
     record = show(home, first)
@@ -259,6 +260,7 @@ def pids_of_run(run_id: str) -> list[int]:
     return found
 
 
+@pytest.mark.smoke
 def test_stop_leaves_no_process_of_the_run_alive(tmp_path):
     out = ok(
         cli(

@@ -70,6 +70,7 @@ def xla_run(request, tmp_path_factory) -> XlaRun:
     return XlaRun(request.param, out, first, resumed)
 
 
+@pytest.mark.smoke
 def test_loss_falls_on_synthetic_data(xla_run):
     losses = [e["loss"] for e in xla_run.runs()[0] if e["kind"] == "step"]
     assert len(losses) == FIRST_STEPS // LOG_EVERY
@@ -78,6 +79,7 @@ def test_loss_falls_on_synthetic_data(xla_run):
     assert evals[-1] < evals[0], evals
 
 
+@pytest.mark.smoke
 def test_no_graph_compiles_after_warm_up(xla_run):
     for run in xla_run.runs():
         start = run[0]["step"]
@@ -93,6 +95,7 @@ def test_no_graph_compiles_after_warm_up(xla_run):
     assert read_result(xla_run.output_dir)["compiles_after_warmup"] == 0
 
 
+@pytest.mark.smoke
 def test_outputs_are_well_formed(xla_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -125,6 +128,7 @@ def test_outputs_are_well_formed(xla_run):
     assert tb_steps == list(range(LOG_EVERY, RESUMED_STEPS + 1, LOG_EVERY))
 
 
+@pytest.mark.smoke
 def test_resume_continues_the_step_count(xla_run):
     _, resumed = xla_run.runs()
     assert resumed[0]["step"] == FIRST_STEPS
@@ -165,6 +169,7 @@ print(json.dumps(out))
 TASKS = {"bert": "BertClassification", "gpt2": "Gpt2CausalLM", "vit": "VitClassification"}
 
 
+@pytest.mark.smoke
 def test_xla_checkpoint_loads_into_a_plain_cpu_model_with_the_same_logits(xla_run):
     path = xla_run.output_dir / "checkpoints" / f"step_{FIRST_STEPS:08d}.pt"
     script = CHECK_CHECKPOINT.format(

@@ -79,6 +79,7 @@ def state_of(app: TrnConsoleApp) -> str:
     return f"screen {screen}, focus {app.focused!r}, {runs}; notifications: {notes or 'none'}"
 
 
+@pytest.mark.smoke
 def test_dashboard_shows_the_run_its_numbers_charts_and_log(recorded_home):
     home, (run_id,) = recorded_home
 

@@ -145,6 +145,9 @@ def test_parallel_auto_fits_as_many_variants_as_the_free_neuroncores_hold(
     console = Console(tmp_path / "home")
     try:
         assert plan_sweep(console, args)[2] == parallel
+        args.parallel = "4"  # a number asked for is held to the ranges that fit as well
+        assert plan_sweep(console, args)[2] == parallel
+        args.parallel = "auto"
         if busy == 15:  # device 15 (cores 30-31) is the only one free: one variant of 2 cores at a time
             args.nproc = 4
             with pytest.raises(

@@ -85,7 +85,7 @@ def plan_sweep(console: Any, args: argparse.Namespace) -> tuple[Sweep, list[Any]
             "cores; leave --cores out (each variant gets its own free range) or use --parallel 1"
         )
     room = None
-    if args.parallel == "auto" and args.backend == "local" and args.cores is None:
+    if args.backend == "local" and args.cores is None:
         room = console.core_room(args.nproc)
     return sweep, specs, side_by_side(args.parallel, args.nproc, len(specs), args.backend, room)
 
@@ -118,7 +118,8 @@ def side_by_side(
     """How many variants run at once: a number, or `auto` — as many as fit on the free NeuronCores now
     (`room`: how many `nproc`-core ranges are free and who holds the rest, from Console.core_room; remote
     backends: all of them, each job has its own instances); on a CPU or GPU host (room None), one, so that
-    timings do not disturb each other."""
+    timings do not disturb each other. On a Neuron host a number is held to the ranges that fit, so no
+    variant is refused its cores while another waits its turn."""
     if requested != "auto":
         try:
             count = int(requested)
@@ -126,17 +127,22 @@ def side_by_side(
             raise UsageError(f"--parallel {requested}: expected a number or auto") from None
         if count < 1:
             raise UsageError(f"--parallel {requested}: must be at least 1")
-        return min(count, variants)
+        return min(count, variants, _fitting(requested, nproc, room))
     if backend != "local":
         return variants
+    return 1 if room is None else min(variants, _fitting(requested, nproc, room))
+
+
+def _fitting(requested: str, nproc: int, room: tuple[int, str] | None) -> int:
     if room is None:
-        return 1
+        return sys.maxsize
     fits, holders = room
     if fits < 1:
         raise UsageError(
-            f"--parallel auto: no {nproc} free contiguous NeuronCores for even one variant; held: {holders}"
+            f"--parallel {requested}: no {nproc} free contiguous NeuronCores for even one variant; "
+            f"held: {holders}"
         )
-    return min(variants, fits)
+    return fits
 
 
 def run_variants(

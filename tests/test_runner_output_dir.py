@@ -87,7 +87,8 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from trn_harness import ranks
 value = ranks.made_once("probe", lambda: f"made by pid {os.getpid()}", Path(sys.argv[2]))
-print(f"rank {os.environ['RANK']} pid {os.getpid()} got {value}", flush=True)
+# A file per rank: lines the ranks print on one shared pipe can interleave.
+Path(sys.argv[3], f"rank-{os.environ['RANK']}.txt").write_text(f"pid {os.getpid()} got {value}")
 """
 
 
@@ -96,14 +97,14 @@ def test_a_value_made_once_by_rank_zero_reaches_every_rank_through_torchrun(tmp_
     script.write_text(RANK_SCRIPT)
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
-         str(script), str(RUNNERS), str(tmp_path / "never-written")],
+         str(script), str(RUNNERS), str(tmp_path / "never-written"), str(tmp_path)],
         capture_output=True, text=True, timeout=300, env=runner_env(OMP_NUM_THREADS="1"),
     )  # fmt: skip
     check_ok(proc)
-    lines = sorted(line for line in proc.stdout.splitlines() if line.startswith("rank "))
-    assert len(lines) == 4
-    maker = lines[0].split()[3]  # rank 0's own pid
-    assert all(line.endswith(f"got made by pid {maker}") for line in lines)
+    got = [(tmp_path / f"rank-{rank}.txt").read_text().split() for rank in range(4)]
+    maker = got[0][1]  # rank 0's own pid
+    assert [words[2:] for words in got] == [["got", "made", "by", "pid", maker]] * 4
+    assert len({words[1] for words in got}) == 4  # four processes
 
 
 def test_without_torchrun_the_other_ranks_read_the_file_rank_zero_publishes(tmp_path, monkeypatch):

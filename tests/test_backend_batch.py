@@ -704,7 +704,8 @@ def test_a_stop_cancels_a_waiting_resubmission(batch_env, tmp_path) -> None:
 TINY_SCRIPT = """
 import os, sys
 rank, size, tag = os.environ.get("RANK"), os.environ.get("WORLD_SIZE"), os.environ.get("NEURON_PROCESS_TAG")
-print("rank", rank, "of", size, "tag", tag, "argv", sys.argv[1:], flush=True)
+# One write of the whole line: the ranks share a pipe, and an unbuffered print writes piece by piece.
+os.write(1, f"rank {rank} of {size} tag {tag} argv {sys.argv[1:]}\\n".encode())
 """
 ARGS = {"lr": "3e-4", "note": "two words; $(touch pwned)"}
 EXPECTED_ARGV = ["--lr", "3e-4", "--note", "two words; $(touch pwned)", "--flag-after", "x"]

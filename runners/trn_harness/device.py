@@ -181,11 +181,16 @@ def _setup_xla(world: int, local_rank: int) -> Runtime:
 
 def shutdown(runtime: Runtime) -> None:
     """Tear the process group down before exit: gloo's threads still running at interpreter exit can abort
-    the process (SIGABRT) after a run that finished well."""
+    the process (SIGABRT, "terminate called without an active exception") after a run that finished well.
+    destroy_process_group only forgets the group; DDP's reducer holds it too, so the finished trainer's
+    model (a reference cycle) is collected first and the group's threads are joined here."""
     if not runtime.distributed or runtime.is_xla:
         return
+    import gc
+
     import torch.distributed as dist
 
+    gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -111,7 +111,9 @@ class Trainer:
         self.outputs = RunOutputs(
             self.output_dir, rt.is_main, purge_step=state["step"] + 1 if state else None
         )
-        signal.signal(signal.SIGTERM, self._on_sigterm)
+        # Put back when the run ends: a handler bound to this trainer would keep its model (and through
+        # DDP, the process group) alive until interpreter exit, where gloo's teardown can abort the process.
+        previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
         status, exit_code = "failed", 1
         try:
             self._build(state)
@@ -131,6 +133,8 @@ class Trainer:
             self.outputs.write_result(self._result("failed", error=f"{type(exc).__name__}: {exc}"))
             self.outputs.close()
             raise
+        finally:
+            signal.signal(signal.SIGTERM, previous_handler)
         self._finish(status)
         return exit_code
 

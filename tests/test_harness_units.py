@@ -117,3 +117,23 @@ def test_neuron_compiler_flags_are_appended_to_the_environment(monkeypatch):
         "--enable-mixed-precision-accumulation",
     ]
     assert os.environ["PJRT_DEVICE"] == "CPU"  # no torch-neuronx here: the CPU PJRT client
+
+
+def test_a_finished_run_frees_its_trainer_and_puts_the_sigterm_handler_back(tmp_path):
+    """A trainer kept alive past its run keeps, through DDP's reducer, the process group alive until
+    interpreter exit, where gloo's teardown can abort a run that finished well."""
+    import gc
+    import signal
+
+    pytest.importorskip("torch")
+    import bert
+
+    from trn_harness import loop
+
+    before = signal.getsignal(signal.SIGTERM)
+    argv = ["--device", "cpu", "--model-size", "tiny", "--synthetic", "--steps", "2", "--batch-size", "2",
+            "--seq-len", "16", "--eval-every", "0", "--output-dir", str(tmp_path / "out")]  # fmt: skip
+    assert loop.main(bert.BertClassification(), bert.build_parser(), argv) == 0
+    gc.collect()
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert loop.Trainer not in set(map(type, gc.get_objects()))

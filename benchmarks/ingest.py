@@ -2,7 +2,8 @@
 bare `json.loads` loop over the same lines, in one run; then the peak RSS of a fresh process fed 10x as many
 events.
 
-Goals: >= 300,000 events/s for both paths; peak RSS <= 150 MB after 10,000,000 events.
+Goals: >= 300,000 events/s for both paths; peak RSS <= 150 MB after 10,000,000 events. A Trainer's stdout,
+tqdm frames and log dicts: a day of a bar redrawn 10 times a second (tqdm's fastest) read in 30 s at most.
 
     python benchmarks/ingest.py [--lines 1000000] [--rss-events N] [--breakdown]
 
@@ -37,6 +38,7 @@ except ImportError:  # the parsers fall back to the stdlib scanner; nothing to c
 
 GOAL_EVENTS_PER_S = 300_000
 GOAL_RSS_MB = 150
+GOAL_DAY_OF_BAR_S = 30
 CHUNK = 10_000  # lines generated, then timed, at a time: never all of them in memory
 
 
@@ -92,10 +94,47 @@ def log_lines(n: int, seed: int = 0) -> Iterator[list[str]]:
         yield chunk
 
 
+FRAMES_PER_STEP = 2  # a bar redrawn 10 times a second over a run of 5 steps a second
+LOGGING_STEPS = 10
+
+
+def trainer_lines(n: int, seed: int = 0) -> Iterator[list[str]]:
+    """Chunks of a Hugging Face Trainer's stdout and stderr in one file, n bar frames in all: tqdm's `\r`
+    frames (drawn by tqdm's own format_meter) and, every LOGGING_STEPS steps, the log dict transformers 5
+    writes over them with its values as strings; a file line ends at each dict's newline."""
+    from tqdm import tqdm
+
+    rng = random.Random(seed)
+    total = n // FRAMES_PER_STEP
+    frames: list[str] = []
+    chunk = []
+    for frame in range(n):
+        step = frame // FRAMES_PER_STEP + 1
+        elapsed = frame / 10
+        frames.append(tqdm.format_meter(step, total, elapsed, rate=5.0 + rng.random(), ncols=120))
+        if frame % FRAMES_PER_STEP == FRAMES_PER_STEP - 1 and step % LOGGING_STEPS == 0:
+            logs = {"loss": 2.0 / (1 + step * 1e-4), "grad_norm": 1 + rng.random(), "learning_rate": 4e-4}
+            logs["epoch"] = step / 1000
+            text = str({k: f"{v:.4g}" for k, v in logs.items()})
+            chunk.append("\r".join(frames) + " " * 20 + text)
+            frames = []
+            if len(chunk) * LOGGING_STEPS * FRAMES_PER_STEP >= CHUNK:
+                yield chunk
+                chunk = []
+    if frames:
+        chunk.append("\r".join(frames))
+    if chunk:
+        yield chunk
+
+
+def frames_in(chunk: list[str]) -> int:
+    return sum(line.count("\r") + 1 for line in chunk)
+
+
 def timed_side_by_side(n: int, paths: dict[str, tuple[str, Callable[[list[str]], object]]]) -> dict:
     """Seconds and lines per path, timing the paths chunk by chunk in turn, so that a busy machine slows
     them all alike instead of whichever ran during the busy spell."""
-    streams = {"jsonl": jsonl_lines(n), "log": log_lines(n)}
+    streams = {"jsonl": jsonl_lines(n), "log": log_lines(n), "trainer": trainer_lines(n)}
     totals = {name: [0, 0.0] for name in paths}
     for chunks in zip_longest(*streams.values()):
         chunk_of = dict(zip(streams, chunks, strict=True))
@@ -106,7 +145,7 @@ def timed_side_by_side(n: int, paths: dict[str, tuple[str, Callable[[list[str]],
             start = time.perf_counter()
             consume(chunk)
             totals[name][1] += time.perf_counter() - start
-            totals[name][0] += len(chunk)
+            totals[name][0] += frames_in(chunk) if stream == "trainer" else len(chunk)
     return totals
 
 
@@ -170,7 +209,7 @@ def main() -> None:
 
     for module, name in ((parsers._linescan, "_linescan"), (series._buckets, "_buckets")):
         print(f"compiled extension trnconsole.core.{name}: {'yes' if module is not None else 'NOT BUILT'}")
-    jsonl_metrics, log_metrics = RunMetrics(), RunMetrics()
+    jsonl_metrics, log_metrics, trainer_metrics = RunMetrics(), RunMetrics(), RunMetrics()
     python_metrics = {"jsonl python": RunMetrics(), "log python": RunMetrics()}
     paths = {
         "bare": ("jsonl", bare_json_loads),
@@ -178,6 +217,7 @@ def main() -> None:
         "log": ("log", log_metrics.feed_log_lines),
         "jsonl python": ("jsonl", without_extensions(python_metrics["jsonl python"].feed_jsonl_lines)),
         "log python": ("log", without_extensions(python_metrics["log python"].feed_log_lines)),
+        "trainer": ("trainer", trainer_metrics.feed_log_lines),
     }
     if orjson is not None:
         paths["orjson"] = ("jsonl", bare_orjson_loads)
@@ -188,6 +228,9 @@ def main() -> None:
     totals = timed_side_by_side(n, paths)
     assert jsonl_metrics.last_step == n - 1 and jsonl_metrics.malformed == 0, jsonl_metrics.summary()
     assert log_metrics.last_step == n and log_metrics.malformed == 0, log_metrics.summary()
+    trainer_summary = trainer_metrics.summary()
+    assert trainer_summary["step"] == trainer_summary["total_steps"] == n // FRAMES_PER_STEP, trainer_summary
+    assert trainer_summary["step_source"] == "bar" and trainer_metrics.malformed == 0, trainer_summary
     for name, metrics in python_metrics.items():
         same = jsonl_metrics if name.startswith("jsonl") else log_metrics
         assert metrics.summary() == same.summary(), name
@@ -210,6 +253,10 @@ def main() -> None:
         print(f"{name:<46}{rate[path]:>12,.0f}{rate[path] / bare_rate:>14.2f}x   {goal}")
         python = rate[f"{path} python"]
         print(f"{'  the same, no compiled extensions':<46}{python:>12,.0f}{python / bare_rate:>14.2f}x")
+    name = "Trainer stdout: tqdm frames + dicts (frames/s)"
+    day = 86_400 * 10 / rate["trainer"]
+    goal = f"a day's bar in {day:.1f} s (<= {GOAL_DAY_OF_BAR_S} s) {verdict(day <= GOAL_DAY_OF_BAR_S)}"
+    print(f"{name:<46}{rate['trainer']:>12,.0f}{rate['trainer'] / bare_rate:>14.2f}x   {goal}")
     if args.breakdown:
         print_breakdown({name: 1e9 / r for name, r in rate.items()})
 

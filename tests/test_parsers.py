@@ -387,7 +387,9 @@ def test_arbitrary_text_never_raises_and_counts_add_up(lines: list[str]) -> None
 
 metric_tokens = st.sampled_from(
     ["LOG", "LOG ", " - (", "(0, 3)", ") ", "step_loss", " : ", ":", "nan", "1e-3", "{", "}", "'loss'",
-     "'eval_loss'", ": ", ", ", "tensor(", "\r", "\x1b[0m", "[default0]:", "'", '"', "x=", "1.5", " "]
+     "'eval_loss'", ": ", ", ", "tensor(", "\r", "\x1b[0m", "[default0]:", "'", '"', "x=", "1.5", " ",
+     "'0.6669'", "%|", "| ", "35/60", "3.5k/60k", "35it", " [", "00:07", "<", "1:02:03", "?", "9.06it/s",
+     "2.5s/it", "infit/s", "loss=0.12", "]", "Epoch 1: ", "Evaluating: "]
 )  # fmt: skip
 
 

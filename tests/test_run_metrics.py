@@ -112,6 +112,9 @@ def test_summary_of_a_real_metrics_jsonl(writer: outputs.RunOutputs) -> None:
         "state": "completed",
         "error": None,
         "malformed_lines": 1,
+        "step_source": "runner",
+        "throughput": {"value": pytest.approx(sum(steady) / 3), "unit": "samples/s"},
+        "reported": {},
     }
     assert metrics.started_info["runner"] == "bert"
     assert metrics.started_info["params"] == 4_385_920
@@ -177,6 +180,9 @@ def test_a_run_with_no_events_is_all_unknown() -> None:
         "state": None,
         "error": None,
         "malformed_lines": 0,
+        "step_source": None,
+        "throughput": None,
+        "reported": {},
     }
     assert RunMetrics().eta_seconds() is None
 
@@ -258,12 +264,13 @@ def test_a_resumed_run_starting_again_clears_the_earlier_failure() -> None:
 
 
 def run_state(metrics: RunMetrics) -> str:
-    """Everything a run's metrics hold but the malformed count, as text that tells NaN, ints and floats
-    apart: the summary and the state of every series, down to its buckets and the floats its mean sums."""
+    """Everything a run's metrics hold but the malformed count and where the steps came from (lines or
+    events), as text that tells NaN, ints and floats apart: the summary and the state of every series, down
+    to its buckets and the floats its mean sums."""
     series = metrics.series
     names = series.names()  # folds what is queued
     summary = metrics.summary()
-    del summary["malformed_lines"]
+    del summary["malformed_lines"], summary["step_source"]
     return repr(
         [
             summary,

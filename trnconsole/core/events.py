@@ -13,7 +13,8 @@ STEP_METRICS = ("loss", "lr", "samples_per_s", "step_time_s", "tokens_per_s", "m
 class Event:
     """One thing a run reported.
 
-    kind: "step", "eval", "compile", "checkpoint", "status" or "summary".
+    kind: "step", "eval", "compile", "checkpoint", "status", "summary" (a script's own end-of-training
+        figures), or "progress" (a progress bar's total and time left).
     step: the optimizer step it refers to, when known.
     values: its numeric fields under canonical names (NaN and inf kept as floats).
     info: its other fields (a status's state, an error text, a compile phase, a checkpoint path).

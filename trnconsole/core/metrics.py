@@ -35,6 +35,12 @@ class RunMetrics:
         self.reported_summary: dict[str, float] = {}  # a script's own end-of-training line (HF train_runtime)
         self.first_t: float | None = None
         self.last_t: float | None = None
+        # A progress bar's figures (tqdm), for scripts that say nothing else of their progress.
+        self.total_from_bar = False
+        self.bar_remaining_s: float | None = None
+        self.bar_unit: str | None = None
+        self.bar_rate_metric: str | None = None
+        self._structured = False  # events with their own steps: metrics.jsonl lines, or Event objects
         self._jsonl = JsonlParser()
         self._log = LogLineParser(metric_regexes)
 
@@ -44,12 +50,14 @@ class RunMetrics:
         return self._jsonl.malformed + self._log.malformed
 
     def feed_jsonl_lines(self, lines: Iterable[str]) -> None:
+        self._structured = True
         self._ingest(self._jsonl.parse_batch(lines))
 
     def feed_log_lines(self, lines: Iterable[str]) -> None:
         self._ingest(self._log.parse_batch(lines))
 
     def feed(self, events: Iterable[Event]) -> None:
+        self._structured = True
         self._ingest(list(map(_event_row, events)))
 
     def _ingest(self, items: Batch | list[Row]) -> None:
@@ -101,6 +109,15 @@ class RunMetrics:
             self.checkpoints.append((step, str(info.get("path", ""))))
         elif kind == "summary":
             self.reported_summary = dict(values)
+        elif kind == "progress":
+            total = values.get("total")
+            if total is not None and (self.total_steps is None or self.total_from_bar):
+                self.total_steps = int(total)
+                self.total_from_bar = True
+            self.bar_remaining_s = values.get("remaining_s")
+            unit, metric = info.get("unit"), info.get("rate_metric")
+            if isinstance(unit, str) and isinstance(metric, str):
+                self.bar_unit, self.bar_rate_metric = unit, metric
 
     def _compile(self, values: dict[str, float], info: dict[str, Any]) -> None:
         # The counts are cumulative for the process that wrote them: the latest wins.
@@ -123,10 +140,32 @@ class RunMetrics:
     def _series(self, name: str) -> Series | None:
         return self.series.get(name)
 
+    @property
+    def step_source(self) -> str | None:
+        """Where the last step came from: "runner" (metrics.jsonl, or events), or the log parser's "log",
+        "bar", "epoch", "count"; None before any step."""
+        if self.last_step is None:
+            return None
+        if self._structured:
+            return "runner"
+        return self._log.step_source
+
+    @property
+    def steps_per_epoch(self) -> float | None:
+        return self._log.steps_per_epoch
+
+    @steps_per_epoch.setter
+    def steps_per_epoch(self, value: float | None) -> None:
+        """What turns a Hugging Face log dict's epoch into its step where no bar says it."""
+        self._log.steps_per_epoch = value
+
     def eta_seconds(self) -> float | None:
-        """Seconds left at the recent pace (mean of the last step_time_s values); None when unknown."""
+        """Seconds left at the recent pace (mean of the last step_time_s values), else the progress bar's own
+        estimate; None when unknown."""
         if self.total_steps is None or self.last_step is None:
             return None
+        if self.total_from_bar and "step_time_s" not in self.series:
+            return self.bar_remaining_s
         remaining = self.total_steps - self.last_step
         if remaining <= 0:
             return 0.0
@@ -165,7 +204,19 @@ class RunMetrics:
             "state": self.state,
             "error": self.error,
             "malformed_lines": self.malformed,
+            "step_source": self.step_source,
+            "throughput": self._throughput(samples),
+            "reported": dict(self.reported_summary),
         }
+
+    def _throughput(self, samples: Series | None) -> dict[str, Any] | None:
+        """The mean rate with its unit: samples/s where the run says it, else its progress bar's rate."""
+        if samples is not None and samples.mean_excluding_first is not None:
+            return {"value": samples.mean_excluding_first, "unit": "samples/s"}
+        rate = self.series.get(self.bar_rate_metric) if self.bar_rate_metric else None
+        if rate is None or rate.mean_excluding_first is None:
+            return None
+        return {"value": rate.mean_excluding_first, "unit": f"{self.bar_unit}/s"}
 
 
 def headline_eval_metric(declared: str | None, evals: dict[str, float]) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import UsageError
 from .events import Event
+from .progress import BarTracker, parse_bar
 
 try:
     from orjson import loads as _orjson_loads
@@ -77,6 +78,8 @@ HF_NAMES = {
     "steps_per_second": "steps_per_s",
     "runtime": "runtime_s",
 }
+# Names scripts give their figures in a bar's postfix (`set_postfix(loss=..)`, Lightning's prog_bar values).
+POSTFIX_NAMES = {"train_loss": "loss", "learning_rate": "lr", "grad_norm": "grad_norm"}
 _PREFIX_ENDS = " \t:]>|"  # what may come just before `LOG` or `{`: a timestamp, a rank tag like [default0]:
 _HF_STEP_KEYS = ("loss", "learning_rate", "grad_norm")
 _HF_MARKERS = ("'loss'", "'eval_", "'train_", "'learning_rate'", '"loss"', '"eval_', '"train_')
@@ -460,6 +463,10 @@ class LogLineParser:
         self.malformed = 0
         self.events = 0
         self._hf_steps = 0
+        self.bars = BarTracker()
+        # Where `step` came from: "log" (the line's own step), "bar", "epoch", "count" (the n-th step dict).
+        self.step_source: str | None = None
+        self.steps_per_epoch: float | None = None  # learnt from the bar, or given (trainer_state.json)
         self._log_names: dict[tuple[str, ...], tuple[str, list[str]]] = {}
 
     def feed(self, line: str) -> list[Event]:
@@ -533,7 +540,7 @@ class LogLineParser:
                 else:
                     out.append(row)
             # Most other lines are plain text and leave here after two substring tests.
-            elif "LOG" in line or "{" in line:
+            elif "LOG" in line or "{" in line or line[-1:] == "]" or line.rstrip()[-1:] == "]":
                 bad = parse(line, out)
                 if regexes:
                     bad = self._match_user(line, out) or bad
@@ -556,6 +563,7 @@ class LogLineParser:
         if kind != "step" or "epoch" in renamed or len(set(renamed)) != len(renamed):
             return None
         self.step = steps[-1]
+        self.step_source = "log"
         return StepColumns(steps, None, (*renamed, "epoch"), [*columns, epochs])
 
     def _uniform_log_columns(self, lines: list[str]) -> StepColumns | None:
@@ -670,6 +678,7 @@ class LogLineParser:
             return None
         columns.append(epoch_column)
         self.step = steps[-1]
+        self.step_source = "log"
         return StepColumns(steps, None, (*renamed, "epoch"), columns)
 
     def _kind_and_names(self, names: tuple[str, ...]) -> tuple[str, list[str]]:
@@ -693,8 +702,41 @@ class LogLineParser:
             at = line.find("LOG", at + 3)
         brace = line.find("{")
         if brace >= 0 and (brace == 0 or line[brace - 1] in _PREFIX_ENDS) and line.rstrip().endswith("}"):
+            if brace > 0 and "[" in line:
+                self._parse_bar(line[:brace], out)  # the Trainer writes its dicts over the bar's last frame
             return self._parse_dict(line, brace, out)
+        if "[" in line:
+            self._parse_bar(line, out)
         return False
+
+    def _parse_bar(self, text: str, out: list[Row]) -> None:
+        frame = parse_bar(text)
+        if frame is None:
+            return
+        bars = self.bars
+        before = bars.last
+        step = bars.observe(frame)
+        if step is None:
+            return
+        self.step = step
+        self.step_source = "bar"
+        if before is not None and before.n == frame.n and before.postfix_text == frame.postfix_text:
+            return  # the same frame drawn again (a refresh, or set_postfix with nothing new)
+        progress: dict[str, float] = {}
+        total = bars.total
+        if total is not None:
+            progress["total"] = float(total)
+        if frame.remaining_s is not None:
+            progress["remaining_s"] = frame.remaining_s
+        info = {"unit": frame.unit, "rate_metric": frame.rate_metric, "desc": frame.desc}
+        out.append(("progress", step, progress, None, info))
+        values = {}
+        if before is None or before.postfix_text != frame.postfix_text:  # what is new, not the bar moving on
+            values = {POSTFIX_NAMES.get(name, name): value for name, value in frame.postfix.items()}
+        if frame.rate is not None and frame.n > 0 and (before is None or before.n != frame.n):
+            values[frame.rate_metric] = frame.rate
+        if values:
+            out.append(("step", step, values, None, {}))
 
     def _parse_log(self, line: str, at: int) -> Row | None:
         head = _LOG_HEAD.match(line, at)
@@ -721,6 +763,7 @@ class LogLineParser:
             kind, renamed = _log_kind_and_names(tuple(fields))
             values = dict(zip(renamed, fields.values(), strict=True))
         self.step = step
+        self.step_source = "log"
         values["epoch"] = epoch
         return (kind, step, values, None, {})
 
@@ -743,12 +786,11 @@ class LogLineParser:
             kind, prefix = "step", ""
         else:
             return False  # a dict, but not one of the Trainer's metric lines (a printed config, say)
-        if kind == "step":
-            if "step" in values and values["step"].is_integer():
-                self._hf_steps = int(values.pop("step"))
-            else:
-                self._hf_steps += 1
-            self.step = self._hf_steps
+        if "step" in values and values["step"].is_integer():
+            self._hf_steps = self.step = int(values.pop("step"))
+            self.step_source = "log"
+        elif kind == "step" or self.step_source != "log":
+            self._step_of_dict(kind, values.get("epoch"))
         renamed: dict[str, float] = {}
         for name, value in values.items():
             if prefix and name.startswith(prefix):
@@ -756,6 +798,22 @@ class LogLineParser:
             renamed[HF_NAMES.get(name, name)] = value
         out.append((kind, self.step, renamed, None, info))
         return False
+
+    def _step_of_dict(self, kind: str, epoch: float | None) -> None:
+        """The step of a Hugging Face log dict, which carries none: the training bar's, or the epoch times the
+        steps per epoch, or failing both the count of step dicts so far."""
+        bar = self.bars.last
+        if bar is not None and self.step is not None:
+            if epoch and epoch > 0 and self.step > 0:
+                self.steps_per_epoch = self.step / epoch
+            return
+        if epoch is not None and self.steps_per_epoch:
+            self.step = self._hf_steps = round(epoch * self.steps_per_epoch)
+            self.step_source = "epoch"
+        elif kind == "step":
+            self._hf_steps += 1
+            self.step = self._hf_steps
+            self.step_source = "count"
 
     def _match_user(self, line: str, out: list[Row]) -> bool:
         values: dict[str, float] = {}
@@ -795,8 +853,9 @@ def _parse_py_dict(text: str) -> dict[str, Any] | None:
         pos = match.end()
         name = match[2]
         if match[3] is not None:
-            quoted = match[4]
-            fields[name] = _NONFINITE_TEXT.get(quoted.lower(), quoted)
+            quoted = match[4]  # transformers 5 prints its values as strings: {'loss': '0.6669'}
+            number = _float_or_none(quoted)
+            fields[name] = quoted if number is None else number
         else:
             value = _scalar(match[5].strip())
             if value is _NOT_A_LITERAL:

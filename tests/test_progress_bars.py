@@ -198,3 +198,27 @@ def test_trainer_dicts_without_a_bar_take_their_step_from_the_epoch_when_steps_p
     )
     assert [(e.kind, e.step) for e in events] == [("step", 35), ("eval", 60)]
     assert parser.step_source == "epoch"
+
+
+def test_a_bar_with_no_newline_yet_is_progress_while_it_runs_and_one_folded_log_line(tmp_path) -> None:
+    from trnconsole.core.watch import LOG_FILE, RunWatcher
+
+    watcher = RunWatcher(tmp_path, metrics_from_jsonl=False)
+    with (tmp_path / LOG_FILE).open("w") as f:
+        f.write("epoch starts\n")
+        bar = tqdm(total=100, file=f, mininterval=0, miniters=1, ascii=True, ncols=60)
+        for _ in range(30):
+            bar.update(1)
+        f.flush()
+        watcher.drain()
+        assert (watcher.metrics.last_step, watcher.metrics.total_steps) == (29, 100)  # the last frame waits
+        assert watcher.log_tail[0] == "epoch starts"
+        assert "29/100" in watcher.log_tail[-1].rsplit("\r", 2)[-2]
+        assert watcher.finished_log_tail() == ["epoch starts"]
+        for _ in range(70):
+            bar.update(1)
+        bar.close()
+    _, finished = watcher.poll()
+    assert watcher.metrics.last_step == 100
+    assert len(finished) == 1 and "100/100" in finished[0].rsplit("\r", 1)[-1]
+    assert len(watcher.log_tail) == 2 and watcher.finished_log_tail() == list(watcher.log_tail)

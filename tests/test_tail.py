@@ -90,3 +90,26 @@ def test_carriage_returns_stay_in_the_line_for_the_parser(tmp_path: Path) -> Non
     path = tmp_path / "stdout.log"
     append(path, " 10%|#\r 20%|##\r\nLOG x\n")
     assert FileTail(path).read_lines() == [" 10%|#\r 20%|##\r", "LOG x"]
+
+
+def test_with_frames_a_bar_still_being_drawn_is_read_up_to_its_last_frame_start(tmp_path: Path) -> None:
+    path = tmp_path / "stdout.log"
+    append(path, "start\n\r 10%|# 1/10\r 20%|## 2/10")  # tqdm writes "\r" + frame: the last may be half done
+    tail = FileTail(path)
+    assert tail.read_lines(frames=True) == ["start", "\r 10%|# 1/10\r"]
+    assert tail.open
+    assert tail.read_lines(frames=True) == []
+    append(path, "\r 30%|### 3/10\r100%|########## 10/10\n")
+    assert tail.read_lines(frames=True) == [" 20%|## 2/10\r 30%|### 3/10\r100%|########## 10/10"]
+    assert not tail.open
+
+
+def test_with_frames_a_crlf_line_end_is_not_cut_in_half(tmp_path: Path) -> None:
+    path = tmp_path / "stdout.log"
+    append(path, "LOG one\r\nLOG two\r")
+    tail = FileTail(path)
+    assert tail.read_lines(frames=True) == ["LOG one\r"]
+    assert not tail.open
+    append(path, "\n")
+    assert tail.read_lines(frames=True) == ["LOG two\r"]
+    assert not tail.open

@@ -136,7 +136,7 @@ class LiveRuns:
     def log_tail(self, run_id: str) -> list[str]:
         with self._lock:
             watcher = self._watchers.get(run_id)
-            return list(watcher.log_tail) if watcher else []
+            return watcher.finished_log_tail() if watcher else []
 
     def view(self, record: RunRecord, with_series: bool = False) -> RunView:
         """A snapshot for drawing, with what the run has cost where its instance's price is known."""

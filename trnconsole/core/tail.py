@@ -19,13 +19,17 @@ class FileTail:
     def __init__(self, path: str | os.PathLike[str], offset: int = 0) -> None:
         self.path = Path(path)
         self.offset = offset
+        self.open = False  # whether the last line the last call returned is unfinished (see `frames`)
 
-    def read_lines(self, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
+    def read_lines(self, max_bytes: int = DEFAULT_MAX_BYTES, frames: bool = False) -> list[str]:
         """The next complete lines (without their newline), reading at most `max_bytes`.
 
         A last line without its newline yet is left for a later call. A single line longer than
-        `max_bytes` is returned in pieces, so a huge line cannot stall the tail.
+        `max_bytes` is returned in pieces, so a huge line cannot stall the tail. With `frames`, a line that
+        a progress bar is still redrawing (`\r` frames, no newline yet) is returned up to its last `\r`,
+        as the last line, and `open` is set: the next call goes on with that same line.
         """
+        self.open = False
         try:
             f = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed below, after one fstat and read
         except (FileNotFoundError, NotADirectoryError):
@@ -41,6 +45,12 @@ class FileTail:
         if not data:
             return []
         end = data.rfind(b"\n") + 1
+        if frames:
+            # A \r as the last byte may be the start of a \r\n: cut there only once what follows is read.
+            frame_end = data.rfind(b"\r", end, len(data) - 1) + 1
+            if frame_end > end:
+                end = frame_end
+                self.open = True
         if end == 0:
             if len(data) < max_bytes:
                 return []

@@ -34,6 +34,7 @@ class RunWatcher:
         self._jsonl = FileTail(run_dir / METRICS_FILE)
         self._log = FileTail(run_dir / LOG_FILE)
         self.log_tail: deque[str] = deque(maxlen=keep_log_lines)
+        self.log_tail_open = False  # the last line of log_tail is a progress bar still being redrawn
         self.log_lines_seen = 0
         self.alerts = AlertTracker()
         self._new_alerts: list[Alert] = []
@@ -53,10 +54,19 @@ class RunWatcher:
             tail.offset = size - window_bytes + cut + 1 if cut >= 0 else size
 
     def poll(self, max_bytes: int = READ_CHUNK) -> tuple[int, list[str]]:
-        """Read what was appended since the last poll: (new metric lines, new log lines)."""
-        new_log = self._log.read_lines(max_bytes=max_bytes)
+        """Read what was appended since the last poll: (new metric lines, new finished log lines).
+
+        A progress bar's frames are read as they come, for its figures; the line they are drawn on is given
+        out once finished, and until then stands last in `log_tail`, each read's frames replacing the last's
+        (a terminal shows the last frame only)."""
+        new_log = self._log.read_lines(max_bytes=max_bytes, frames=True)
+        if new_log and self.log_tail_open:
+            self.log_tail.pop()
         self.log_tail.extend(new_log)
-        self.log_lines_seen += len(new_log)
+        if new_log:
+            self.log_tail_open = self._log.open
+        finished = new_log[:-1] if self._log.open else new_log
+        self.log_lines_seen += len(finished)
         if self.metrics_from_jsonl:
             lines = self._jsonl.read_lines(max_bytes=max_bytes)
             self.metrics.feed_jsonl_lines(lines)
@@ -68,7 +78,12 @@ class RunWatcher:
             self._new_alerts += self.alerts.check_log(new_log, self.metrics.last_step)
         if metric_lines:
             self._new_alerts += self.alerts.check_metrics(self.metrics)
-        return metric_lines, new_log
+        return metric_lines, finished
+
+    def finished_log_tail(self) -> list[str]:
+        """`log_tail` without a line still being drawn."""
+        lines = list(self.log_tail)
+        return lines[:-1] if self.log_tail_open and lines else lines
 
     def check_devices(
         self, device_percent: float | None, tree_cpu_percent: float | None, loaded_models: int | None

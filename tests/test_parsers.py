@@ -19,6 +19,7 @@ from trn_harness import outputs
 from trnconsole.core import parsers
 from trnconsole.core.errors import UsageError
 from trnconsole.core.events import Event
+from trnconsole.core.metrics import RunMetrics
 from trnconsole.core.parsers import JsonlParser, LogLineParser, MetricRegex, StepColumns
 
 # The `reader` fixture patches the module for all of a test's examples, as it should.
@@ -324,6 +325,42 @@ def test_hf_like_dict_that_cannot_be_read_is_malformed(line: str) -> None:
 # ---- user regexes ----
 
 
+@pytest.mark.parametrize(
+    "line, step, values",
+    [
+        ("epoch 0 step 5: loss 0.7086 lr 8.50e-03", 5, {"loss": 0.7086, "lr": 8.5e-3}),
+        (
+            "Step 7/30 | loss=2.31 | grad_norm: 1.2 | acc 0.5",
+            7,
+            {"loss": 2.31, "grad_norm": 1.2, "accuracy": 0.5},
+        ),
+        ("[rank 0] step=12, Loss: nan, learning rate: 1e-4", 12, {"loss": math.nan, "lr": 1e-4}),
+    ],
+)
+def test_a_line_in_words_with_a_step_and_a_loss_is_a_step_event(line: str, step: int, values: dict) -> None:
+    parser = LogLineParser()
+    events = [e for e in parser.feed(line) if e.kind == "step"]
+    assert len(events) == 1 and events[0].step == step
+    assert events[0].values.keys() == values.keys()
+    assert all(same(events[0].values[k], v) for k, v in values.items())
+    assert parser.step == step and parser.step_source == "log"
+
+
+@pytest.mark.parametrize(
+    "line", ["loss went down at step 3", "training on 2 process(es), 30 steps", "step 4 done", "lossy step 3"]
+)
+def test_words_without_a_step_and_a_loss_value_make_no_event(line: str) -> None:
+    parser = LogLineParser()
+    assert parser.feed(line) == []
+    assert parser.malformed == 0
+
+
+def test_the_mnist_samples_closing_lines_are_the_runs_own_final_figures() -> None:
+    metrics = RunMetrics()
+    metrics.feed_log_lines(["Train throughput (iter/sec): 123.45", "Final loss is 0.1234"])
+    assert metrics.summary()["reported"] == {"it_per_s": 123.45, "loss": 0.1234}
+
+
 def test_user_metric_regex_value_is_a_step_event_at_the_current_step() -> None:
     parser = LogLineParser([MetricRegex.from_spec("throughput=([0-9.]+) samples/s")])
     assert parser.feed("warming up: 12.5 samples/s") == [Event("step", None, {"throughput": 12.5})]
@@ -389,7 +426,8 @@ metric_tokens = st.sampled_from(
     ["LOG", "LOG ", " - (", "(0, 3)", ") ", "step_loss", " : ", ":", "nan", "1e-3", "{", "}", "'loss'",
      "'eval_loss'", ": ", ", ", "tensor(", "\r", "\x1b[0m", "[default0]:", "'", '"', "x=", "1.5", " ",
      "'0.6669'", "%|", "| ", "35/60", "3.5k/60k", "35it", " [", "00:07", "<", "1:02:03", "?", "9.06it/s",
-     "2.5s/it", "infit/s", "loss=0.12", "]", "Epoch 1: ", "Evaluating: "]
+     "2.5s/it", "infit/s", "loss=0.12", "]", "Epoch 1: ", "Evaluating: ", "step 3", "Step ", "/",
+     "loss 0.5", " lr ", "Final loss is ", "Train throughput (iter/sec): ", "perf ", "seq/sec"]
 )  # fmt: skip
 
 

@@ -36,7 +36,7 @@ class RunMetrics:
         self.first_t: float | None = None
         self.last_t: float | None = None
         # A progress bar's figures (tqdm), for scripts that say nothing else of their progress.
-        self.total_from_bar = False
+        self.total_from_progress = False
         self.bar_remaining_s: float | None = None
         self.bar_unit: str | None = None
         self.bar_rate_metric: str | None = None
@@ -108,12 +108,12 @@ class RunMetrics:
         elif kind == "checkpoint":
             self.checkpoints.append((step, str(info.get("path", ""))))
         elif kind == "summary":
-            self.reported_summary = dict(values)
+            self.reported_summary.update(values)
         elif kind == "progress":
             total = values.get("total")
-            if total is not None and (self.total_steps is None or self.total_from_bar):
+            if total is not None and (self.total_steps is None or self.total_from_progress):
                 self.total_steps = int(total)
-                self.total_from_bar = True
+                self.total_from_progress = True
             self.bar_remaining_s = values.get("remaining_s")
             unit, metric = info.get("unit"), info.get("rate_metric")
             if isinstance(unit, str) and isinstance(metric, str):
@@ -164,7 +164,7 @@ class RunMetrics:
         estimate; None when unknown."""
         if self.total_steps is None or self.last_step is None:
             return None
-        if self.total_from_bar and "step_time_s" not in self.series:
+        if self.total_from_progress and "step_time_s" not in self.series:
             return self.bar_remaining_s
         remaining = self.total_steps - self.last_step
         if remaining <= 0:

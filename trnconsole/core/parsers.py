@@ -80,6 +80,26 @@ HF_NAMES = {
 }
 # Names scripts give their figures in a bar's postfix (`set_postfix(loss=..)`, Lightning's prog_bar values).
 POSTFIX_NAMES = {"train_loss": "loss", "learning_rate": "lr", "grad_norm": "grad_norm"}
+# Lines in words (see LogLineParser._parse_free).
+_NUMBER_TEXT = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+_FREE_SUMMARY = re.compile(
+    rf"(?:(Train throughput \(iter/sec\))|(Final loss is))\s*:?\s*({_NUMBER_TEXT})", re.IGNORECASE
+)
+_FREE_STEP = re.compile(r"\bstep\b\s*[:=#]?\s*(\d{1,15})(?:\s*/\s*(\d{1,15}))?\b", re.IGNORECASE)
+_FREE_PAIR = re.compile(
+    r"\b(loss|lr|learning[_ ]rate|grad[_ ]norm|acc|accuracy|perplexity|ppl|perf|throughput)\b"
+    rf"\s*[:=]?\s*({_NUMBER_TEXT})(?![\w.])",
+    re.IGNORECASE,
+)
+_FREE_NAMES = {
+    "learning_rate": "lr",
+    "acc": "accuracy",
+    "ppl": "perplexity",
+    "perf": "samples_per_s",
+    "throughput": "samples_per_s",
+}
+# A postfix value of an evaluation (Lightning's `self.log("val_loss", .., prog_bar=True)`): its prefix.
+_EVAL_PREFIX = re.compile(r"(?:val|valid|validation|eval)[_/]", re.IGNORECASE)
 _PREFIX_ENDS = " \t:]>|"  # what may come just before `LOG` or `{`: a timestamp, a rank tag like [default0]:
 _HF_STEP_KEYS = ("loss", "learning_rate", "grad_norm")
 _HF_MARKERS = ("'loss'", "'eval_", "'train_", "'learning_rate'", '"loss"', '"eval_', '"train_')
@@ -447,13 +467,22 @@ class LogLineParser:
       (a timestamp, torchrun's `[default0]:`) is allowed.
     - Hugging Face Trainer dicts: `{'loss': .., 'learning_rate': ..}` is a "step" event,
       `{'eval_loss': ..}` an "eval" event (prefix stripped), `{'train_runtime': ..}` a "summary" event.
-      These lines carry no step: the n-th HF step line this parser sees is step n, unless it has a 'step'
-      key (which then also resets the count).
+      Values may be numbers or, as transformers 5 prints them, strings of numbers. These lines carry no
+      step: it is the training bar's (the Trainer writes them over it), else the epoch times the steps per
+      epoch when known, else the n-th step dict is step n; a 'step' key, where there is one, wins.
+    - tqdm frames (`core.progress`): the training bar's count is the step, with a "progress" event (total,
+      time left), a "step" event for its rate and its postfix values, an "eval" event for postfix values
+      named val_*/eval_*.
+    - lines in words: `Train throughput (iter/sec): X` and `Final loss is X` (the Neuron MNIST sample's
+      end) as "summary" events, and a line with `step <n>` and `loss <x>` as a "step" event with the figures
+      named beside it (lr, grad_norm, accuracy, perplexity, throughput/perf); not when user regexes are
+      given, which say how the script's lines read.
     - user regexes (`MetricRegex`): one "step" event per matching line with every matched metric, at the
       current step (the last step seen from any source; None before the first).
 
     ANSI escapes are removed and `\\r`-separated progress-bar segments are parsed one by one. `malformed`
-    counts lines that looked like a LOG or dict metric line but could not be parsed.
+    counts lines that looked like a LOG or dict metric line but could not be parsed. `step_source` says
+    where the current step came from: "log" (the line's own), "bar", "epoch" or "count".
     """
 
     def __init__(self, metric_regexes: Sequence[MetricRegex] = ()) -> None:
@@ -464,6 +493,7 @@ class LogLineParser:
         self.events = 0
         self._hf_steps = 0
         self.bars = BarTracker()
+        self._bar_evals: dict[str, float] = {}
         # Where `step` came from: "log" (the line's own step), "bar", "epoch", "count" (the n-th step dict).
         self.step_source: str | None = None
         self.steps_per_epoch: float | None = None  # learnt from the bar, or given (trainer_state.json)
@@ -540,7 +570,14 @@ class LogLineParser:
                 else:
                     out.append(row)
             # Most other lines are plain text and leave here after two substring tests.
-            elif "LOG" in line or "{" in line or line[-1:] == "]" or line.rstrip()[-1:] == "]":
+            elif (
+                "LOG" in line
+                or "{" in line
+                or line[-1:] == "]"
+                or line.rstrip()[-1:] == "]"
+                or "oss" in line
+                or "hroughput" in line
+            ):
                 bad = parse(line, out)
                 if regexes:
                     bad = self._match_user(line, out) or bad
@@ -705,23 +742,53 @@ class LogLineParser:
             if brace > 0 and "[" in line:
                 self._parse_bar(line[:brace], out)  # the Trainer writes its dicts over the bar's last frame
             return self._parse_dict(line, brace, out)
-        if "[" in line:
-            self._parse_bar(line, out)
+        if "[" in line and self._parse_bar(line, out):
+            return False
+        if ("oss" in line or "hroughput" in line) and not self.metric_regexes:  # the user's regexes say it
+            self._parse_free(line, out)
         return False
 
-    def _parse_bar(self, text: str, out: list[Row]) -> None:
+    def _parse_free(self, line: str, out: list[Row]) -> None:
+        """A line in words: the Neuron MNIST sample's `Train throughput (iter/sec): X` and `Final loss is X`
+        (the run's own final figures), or any line with `step <n>` and `loss <x>` (`epoch 1 step 20: loss
+        0.349 lr 4.00e-03`, `Step 5/30 | loss=2.31`), a step with the figures named beside it."""
+        summary = _FREE_SUMMARY.search(line)
+        if summary is not None:
+            name = "it_per_s" if summary[1] else "loss"
+            number = _float_or_none(summary[3])
+            if number is not None:
+                out.append(("summary", self.step, {name: number}, None, {}))
+            return
+        step = _FREE_STEP.search(line)
+        if step is None:
+            return
+        values = {}
+        for name, text in _FREE_PAIR.findall(line):
+            number = _float_or_none(text)
+            if number is not None:
+                values[_FREE_NAMES.get(name.lower().replace(" ", "_"), name.lower())] = number
+        if "loss" not in values:
+            return
+        self.step = int(step[1])
+        self.step_source = "log"
+        if step[2] is not None:
+            out.append(("progress", self.step, {"total": float(step[2])}, None, {}))
+        out.append(("step", self.step, values, None, {}))
+
+    def _parse_bar(self, text: str, out: list[Row]) -> bool:
+        """Appends the events of a tqdm frame; False when `text` is none."""
         frame = parse_bar(text)
         if frame is None:
-            return
+            return False
         bars = self.bars
         before = bars.last
         step = bars.observe(frame)
         if step is None:
-            return
+            return True
         self.step = step
         self.step_source = "bar"
         if before is not None and before.n == frame.n and before.postfix_text == frame.postfix_text:
-            return  # the same frame drawn again (a refresh, or set_postfix with nothing new)
+            return True  # the same frame drawn again (a refresh, or set_postfix with nothing new)
         progress: dict[str, float] = {}
         total = bars.total
         if total is not None:
@@ -730,13 +797,23 @@ class LogLineParser:
             progress["remaining_s"] = frame.remaining_s
         info = {"unit": frame.unit, "rate_metric": frame.rate_metric, "desc": frame.desc}
         out.append(("progress", step, progress, None, info))
-        values = {}
+        values: dict[str, float] = {}
         if before is None or before.postfix_text != frame.postfix_text:  # what is new, not the bar moving on
-            values = {POSTFIX_NAMES.get(name, name): value for name, value in frame.postfix.items()}
+            evals: dict[str, float] = {}
+            for name, value in frame.postfix.items():
+                prefix = _EVAL_PREFIX.match(name)
+                if prefix is None:
+                    values[POSTFIX_NAMES.get(name, name)] = value
+                else:
+                    evals[name[prefix.end() :]] = value
+            if evals and evals != self._bar_evals:  # Lightning shows the last validation's values on
+                self._bar_evals = evals
+                out.append(("eval", step, evals, None, {}))
         if frame.rate is not None and frame.n > 0 and (before is None or before.n != frame.n):
             values[frame.rate_metric] = frame.rate
         if values:
             out.append(("step", step, values, None, {}))
+        return True
 
     def _parse_log(self, line: str, at: int) -> Row | None:
         head = _LOG_HEAD.match(line, at)

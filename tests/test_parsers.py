@@ -427,7 +427,8 @@ metric_tokens = st.sampled_from(
      "'eval_loss'", ": ", ", ", "tensor(", "\r", "\x1b[0m", "[default0]:", "'", '"', "x=", "1.5", " ",
      "'0.6669'", "%|", "| ", "35/60", "3.5k/60k", "35it", " [", "00:07", "<", "1:02:03", "?", "9.06it/s",
      "2.5s/it", "infit/s", "loss=0.12", "]", "Epoch 1: ", "Evaluating: ", "step 3", "Step ", "/",
-     "loss 0.5", " lr ", "Final loss is ", "Train throughput (iter/sec): ", "perf ", "seq/sec"]
+     "loss 0.5", " lr ", "Final loss is ", "Train throughput (iter/sec): ", "perf ", "seq/sec", " • ",
+     "Epoch 2/9 ", "━━╺", "0:00:03", "-:--:--", "train_loss: ", "val_loss:", "\n"]
 )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from trnconsole.core.metrics import RunMetrics
 from trnconsole.core.parsers import LogLineParser
-from trnconsole.core.progress import BarTracker, parse_bar
+from trnconsole.core.progress import BarTracker, parse_bar, parse_rich_bar
 
 tqdm = pytest.importorskip("tqdm").tqdm
 
@@ -222,3 +222,30 @@ def test_a_bar_with_no_newline_yet_is_progress_while_it_runs_and_one_folded_log_
     assert watcher.metrics.last_step == 100
     assert len(finished) == 1 and "100/100" in finished[0].rsplit("\r", 1)[-1]
     assert len(watcher.log_tail) == 2 and watcher.finished_log_tail() == list(watcher.log_tail)
+
+
+def test_a_rich_progress_bar_frame_gives_epoch_pass_count_time_and_metrics() -> None:
+    frame = parse_rich_bar(
+        "Epoch 2/9  ━━━━━━━━╺━━━━━━━ 5/12 0:00:03 • 0:00:07 4.05it/s train_loss: 0.249 v_num: 0"
+    )
+    assert frame is not None
+    assert (frame.desc, frame.n, frame.total, frame.passes, frame.pass_index) == ("Epoch 2/9", 5, 12, 10, 2)
+    assert (frame.elapsed_s, frame.remaining_s, frame.rate, frame.unit) == (3, 7, 4.05, "it")
+    assert frame.postfix == {"train_loss": 0.249, "v_num": 0}
+    tracker = BarTracker()
+    assert tracker.observe(frame) == 29
+    assert tracker.total == 120
+
+
+def test_rich_metrics_wrapped_below_the_frame_are_read_even_with_a_pair_cut_in_two() -> None:
+    metrics = RunMetrics()
+    metrics.feed_log_lines(
+        [
+            "Epoch 2/2  ━━━━━━━━━━━━━━━━━━━ 12/12 0:00:00 • 0:00:00 266.60it/s train_loss: 0.249 val_loss:",
+            "                                                    0.187 val_acc: 0.938       ",
+            "`Trainer.fit` stopped: `max_epochs=3` reached.",
+        ]
+    )
+    summary = metrics.summary()
+    assert (summary["step"], summary["total_steps"], summary["final_loss"]) == (36, 36, 0.249)
+    assert summary["eval"] == {"loss": 0.187, "acc": 0.938}

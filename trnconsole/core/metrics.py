@@ -28,6 +28,7 @@ class RunMetrics:
         self.state: str | None = None
         self.error: str | None = None
         self.last_eval: dict[str, float] = {}
+        self._last_eval_step: int | None = None
         self.compile_count: int | None = None
         self.compile_seconds: float | None = None
         self.compiles_after_warmup: int | None = None
@@ -90,7 +91,12 @@ class RunMetrics:
     def _other(self, row: Row) -> None:
         kind, step, values, _, info = row
         if kind == "eval":
-            self.last_eval = {k: v for k, v in values.items() if k != "epoch"}
+            evals = {k: v for k, v in values.items() if k != "epoch"}
+            if step is not None and step == self._last_eval_step:  # more of the same evaluation
+                self.last_eval.update(evals)
+            else:
+                self.last_eval = evals
+            self._last_eval_step = step
         elif kind == "compile":
             self._compile(values, info)
         elif kind == "status":

@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import UsageError
 from .events import Event
-from .progress import BarTracker, parse_bar
+from .progress import BarTracker, parse_bar, parse_rich_bar, rich_metrics
 
 try:
     from orjson import loads as _orjson_loads
@@ -100,6 +100,10 @@ _FREE_NAMES = {
 }
 # A postfix value of an evaluation (Lightning's `self.log("val_loss", .., prog_bar=True)`): its prefix.
 _EVAL_PREFIX = re.compile(r"(?:val|valid|validation|eval)[_/]", re.IGNORECASE)
+_RICH_MORE = re.compile(
+    rf"\s*(?:(?:{_NUMBER_TEXT})\s+)?(?:[^\s:][^\s]*?:\s+\S+\s+)*(?:[^\s:][^\s]*?:\s+\S+|{_NUMBER_TEXT}|\S+:)\s*",
+    re.IGNORECASE,
+)
 _PREFIX_ENDS = " \t:]>|"  # what may come just before `LOG` or `{`: a timestamp, a rank tag like [default0]:
 _HF_STEP_KEYS = ("loss", "learning_rate", "grad_norm")
 _HF_MARKERS = ("'loss'", "'eval_", "'train_", "'learning_rate'", '"loss"', '"eval_', '"train_')
@@ -494,6 +498,8 @@ class LogLineParser:
         self._hf_steps = 0
         self.bars = BarTracker()
         self._bar_evals: dict[str, float] = {}
+        self._rich_open = False  # the last line was a RichProgressBar frame: its metrics may wrap below
+        self._rich_text = ""
         # Where `step` came from: "log" (the line's own step), "bar", "epoch", "count" (the n-th step dict).
         self.step_source: str | None = None
         self.steps_per_epoch: float | None = None  # learnt from the bar, or given (trainer_state.json)
@@ -577,6 +583,7 @@ class LogLineParser:
                 or line.rstrip()[-1:] == "]"
                 or "oss" in line
                 or "hroughput" in line
+                or self._rich_open
             ):
                 bad = parse(line, out)
                 if regexes:
@@ -744,6 +751,14 @@ class LogLineParser:
             return self._parse_dict(line, brace, out)
         if "[" in line and self._parse_bar(line, out):
             return False
+        if "•" in line and self._parse_bar(line, out, parse_rich_bar):
+            self._rich_open = True
+            self._rich_text = self.bars.last.postfix_text if self.bars.last is not None else ""
+            return False
+        if self._rich_open:
+            self._rich_open = self._parse_rich_more(line, out)
+            if self._rich_open:
+                return False
         if ("oss" in line or "hroughput" in line) and not self.metric_regexes:  # the user's regexes say it
             self._parse_free(line, out)
         return False
@@ -775,9 +790,42 @@ class LogLineParser:
             out.append(("progress", self.step, {"total": float(step[2])}, None, {}))
         out.append(("step", self.step, values, None, {}))
 
-    def _parse_bar(self, text: str, out: list[Row]) -> bool:
-        """Appends the events of a tqdm frame; False when `text` is none."""
-        frame = parse_bar(text)
+    def _parse_rich_more(self, line: str, out: list[Row]) -> bool:
+        """A line of a RichProgressBar frame's metrics wrapped below it (a pair cut in two included: `..
+        val_loss:` then `0.187 val_acc: 0.938`); False when `line` is not one."""
+        if not line.strip() or not _RICH_MORE.fullmatch(line):
+            return False
+        frame = self.bars.last
+        self._rich_text += " " + line.strip()
+        if frame is None or self.step is None:
+            return True
+        values = self._postfix_rows(rich_metrics(self._rich_text), self.step, out)
+        named = {POSTFIX_NAMES.get(name, name): value for name, value in frame.postfix.items()}
+        if values and values != named:
+            out.append(("step", self.step, values, None, {}))
+        return True
+
+    def _postfix_rows(self, postfix: dict[str, float], step: int, out: list[Row]) -> dict[str, float]:
+        """Appends an "eval" event for the evaluation values among a bar's postfix values when they are new;
+        returns the others, under canonical names."""
+        values: dict[str, float] = {}
+        evals: dict[str, float] = {}
+        for name, value in postfix.items():
+            prefix = _EVAL_PREFIX.match(name)
+            if prefix is None:
+                values[POSTFIX_NAMES.get(name, name)] = value
+            else:
+                evals[name[prefix.end() :]] = value
+        # Lightning shows the last validation's values on every frame after it: only what changed is new.
+        new = {name: value for name, value in evals.items() if self._bar_evals.get(name) != value}
+        if new:
+            self._bar_evals.update(new)
+            out.append(("eval", step, new, None, {}))
+        return values
+
+    def _parse_bar(self, text: str, out: list[Row], parse: Any = parse_bar) -> bool:
+        """Appends the events of a progress bar's frame; False when `text` is none."""
+        frame = parse(text)
         if frame is None:
             return False
         bars = self.bars
@@ -799,16 +847,7 @@ class LogLineParser:
         out.append(("progress", step, progress, None, info))
         values: dict[str, float] = {}
         if before is None or before.postfix_text != frame.postfix_text:  # what is new, not the bar moving on
-            evals: dict[str, float] = {}
-            for name, value in frame.postfix.items():
-                prefix = _EVAL_PREFIX.match(name)
-                if prefix is None:
-                    values[POSTFIX_NAMES.get(name, name)] = value
-                else:
-                    evals[name[prefix.end() :]] = value
-            if evals and evals != self._bar_evals:  # Lightning shows the last validation's values on
-                self._bar_evals = evals
-                out.append(("eval", step, evals, None, {}))
+            values = self._postfix_rows(frame.postfix, step, out)
         if frame.rate is not None and frame.n > 0 and (before is None or before.n != frame.n):
             values[frame.rate_metric] = frame.rate
         if values:

@@ -4,7 +4,9 @@ its count, total, rate, time left and postfix values, and the bars of one stream
 tqdm draws every frame from one template (`tqdm.format_meter`): `{desc}: {pct}%|{bar}| {n}/{total}
 [{elapsed}<{remaining}, {rate}{postfix}]`, or without a total `{desc}: {n}{unit} [{elapsed}, {rate}{postfix}]`
 (the rate as `{x}{unit}/s`, or `{x}s/{unit}` below one per second).
-PyTorch Lightning, accelerate and the Hugging Face Trainer all draw theirs with tqdm.
+PyTorch Lightning, accelerate and the Hugging Face Trainer all draw theirs with tqdm, except Lightning where
+`rich` is installed: its RichProgressBar draws `Epoch 2/9 ━━━━╺━━ 12/40 0:00:03 • 0:00:07 4.05it/s
+train_loss: 0.249 val_loss: 0.187` (its metrics wrap onto the next lines in a narrow terminal).
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ _TAIL = re.compile(
     r"(?P<postfix>(?:,[^\]]*)?)\]\s*$"
 )
 _PERCENT = re.compile(r"(\d{1,3})%\|")
+_RICH_CLOCK = r"\d+:\d\d:\d\d|-:--:--"
+_RICH = re.compile(
+    rf"(?P<desc>\S.*?)\s+(?:[━╸╺─]+\s+)?(?P<n>\d+)/(?P<total>\d+|--)\s+(?P<elapsed>{_RICH_CLOCK})\s+•\s+"
+    rf"(?P<remaining>{_RICH_CLOCK})\s+(?P<rate>\d+(?:\.\d+)?)(?P<unit>[A-Za-z]+)/s(?P<metrics>.*)$"
+)
+_RICH_METRIC = re.compile(r"([^\s:][^\s]*?):\s+(\S+)")
+_RICH_EPOCHS = re.compile(r"Epoch\s+(\d+)/(\d+)")
 _POSTFIX_ITEM = re.compile(r"\s*([^=,\s][^=,]*?)\s*=\s*([^,]*)")
 # Bars that count something other than training steps: an evaluation's batches, Lightning's sanity check.
 _NOT_TRAINING = re.compile(r"valid|eval|test|predict|sanity|inference", re.IGNORECASE)
@@ -77,6 +86,8 @@ class BarFrame(NamedTuple):
     unit: str
     postfix: dict[str, float]
     postfix_text: str
+    passes: int | None = None  # how many times the bar runs in all, where it says (Lightning's `Epoch 2/9`)
+    pass_index: int | None = None  # and which of them this is
 
     @property
     def rate_metric(self) -> str:
@@ -136,6 +147,42 @@ def parse_bar(text: str) -> BarFrame | None:
     )
 
 
+def parse_rich_bar(text: str) -> BarFrame | None:
+    """A frame of Lightning's RichProgressBar in `text` (escapes removed), or None."""
+    if "•" not in text:
+        return None
+    match = _RICH.search(text)
+    if match is None:
+        return None
+    desc = match["desc"].strip()
+    epochs = _RICH_EPOCHS.search(desc)
+    metrics_text = match["metrics"].strip()
+    return BarFrame(
+        desc,
+        float(match["n"]),
+        None if match["total"] == "--" else float(match["total"]),
+        _seconds(match["elapsed"]) if match["elapsed"][0] != "-" else None,
+        _seconds(match["remaining"]) if match["remaining"][0] != "-" else None,
+        float(match["rate"]),
+        match["unit"],
+        rich_metrics(metrics_text),
+        metrics_text,
+        int(epochs[2]) + 1 if epochs else None,
+        int(epochs[1]) if epochs else None,
+    )
+
+
+def rich_metrics(text: str) -> dict[str, float]:
+    """The `name: value` numbers of RichProgressBar's metrics text (or a line of it wrapped)."""
+    values: dict[str, float] = {}
+    for name, value in _RICH_METRIC.findall(text):
+        try:
+            values[name] = float(value)
+        except ValueError:
+            continue
+    return values
+
+
 def _postfix_numbers(text: str) -> dict[str, float]:
     values: dict[str, float] = {}
     if not text:
@@ -174,6 +221,8 @@ class BarTracker:
         elif frame.n < reached[1]:
             reached[0] += reached[1]
         reached[1] = frame.n
+        if frame.pass_index is not None and frame.total:  # the bar says which pass it is on
+            reached[0] = frame.pass_index * frame.total
         count = reached[0] + frame.n
         if self.main != key:
             main = self._reached.get(self.main) if self.main is not None else None
@@ -188,5 +237,7 @@ class BarTracker:
         """The training bar's total over all its passes so far, when it has one."""
         if self.last is None or self.last.total is None or self.main is None:
             return None
+        if self.last.passes is not None:
+            return int(self.last.total * self.last.passes)
         offset = self._reached[self.main][0]
         return int(offset + self.last.total)

@@ -333,6 +333,7 @@ def test_a_single_node_launch_registers_a_container_job_running_the_bootstrap(ba
     assert container["ulimits"] == [{"name": "memlock", "softLimit": -1, "hardLimit": -1}]
     env = {item["name"]: item["value"] for item in container["environment"]}
     assert env["NEURON_PROCESS_TAG"] == record.id
+    assert env["TRNCONSOLE_RUN_DIR"] == f"/tmp/trnconsole/{record.id}"  # the bundled runner's --output-dir
     assert env["XLA_USE_BF16"] == "1"
     assert env["NEURON_CC_FLAGS"] == "--model-type=transformer"
     assert env["NEURON_COMPILE_CACHE_URL"] == "s3://cache/neuron"
@@ -404,6 +405,7 @@ def test_a_users_job_definition_runs_with_our_argv_and_environment_as_overrides(
     overrides = job.container_overrides
     assert overrides["command"][:2] == ["python", "-c"] and overrides["command"][7] == "bert.py"
     assert {"name": "NEURON_PROCESS_TAG", "value": record.id} in overrides["environment"]
+    assert {"name": "TRNCONSOLE_RUN_DIR", "value": f"/tmp/trnconsole/{record.id}"} in overrides["environment"]
     assert "resourceRequirements" not in overrides  # the team's definition keeps its own sizes
 
     with pytest.raises(

@@ -268,6 +268,7 @@ def test_launch_creates_an_indexed_job_a_headless_service_and_the_source(cluster
         "TRNCONSOLE_RUN_ID": "a1b2c3d4",
         "TRNCONSOLE_MASTER_ADDR": f"{name}-0.{name}",
         "TRNCONSOLE_MASTER_PORT": "29500",
+        "TRNCONSOLE_RUN_DIR": "/shared/trnconsole/a1b2c3d4",  # the job's outputs, on the shared volume
     }
     assert container["resources"] == {
         "requests": {"cpu": "96", "memory": "400Gi"},
@@ -313,6 +314,7 @@ def test_defaults_without_a_pvc_write_to_tmp_with_one_device_per_two_workers(
     }
     env = env_of(container)
     assert "NEURON_COMPILE_CACHE_URL" not in env and "FI_PROVIDER" not in env
+    assert env["TRNCONSOLE_RUN_DIR"] == "/tmp/trnconsole/a1b2c3d4"
     assert {v["name"] for v in pod["volumes"]} == {"source", "dshm"}
     assert "serviceAccountName" not in pod
 

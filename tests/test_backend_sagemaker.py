@@ -282,6 +282,7 @@ def test_a_bundled_runner_launch_sends_what_the_sagemaker_toolkit_expects(bert_l
         "MALLOC_ARENA_MAX": "64",
         "NEURON_PROCESS_TAG": record.id,
         "TRNCONSOLE_RUN_ID": record.id,
+        "TRNCONSOLE_RUN_DIR": "/opt/ml/checkpoints",  # where the job's outputs go, synced to S3
         "NEURON_COMPILE_CACHE_URL": f"{s3_prefix}/neuron-compile-cache",
         "NEURON_CC_FLAGS": "--model-type=transformer",
     }

@@ -1,5 +1,6 @@
 """Reading TensorBoard event files: every scalar written by the real writers, exactly once, whatever the
-file looks like when it is read (growing, cut short, corrupted, resumed)."""
+file looks like when it is read (growing, cut short, corrupted, resumed), less the points a restarted
+job orphaned, dropped as TensorBoard's EventAccumulator drops them."""
 
 from __future__ import annotations
 
@@ -548,6 +549,230 @@ def test_log_dir_problems_name_the_file_and_offset(tmp_path: Path) -> None:
     reader.poll()
     assert reader.corrupt == 1
     assert str(reader.problems[0]).startswith(f"{path}: byte ")
+
+
+# ---- restarts: orphaned points purged as TensorBoard purges them ----
+
+
+def accumulator_points(log_dir: Path) -> dict[str, list[Point]]:
+    """What tensorboard's own EventAccumulator keeps of a directory, series with points left only."""
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    accumulator = EventAccumulator(str(log_dir), size_guidance={SCALARS: 0}, purge_orphaned_data=True)
+    accumulator.Reload()
+    series = {
+        tag: [(e.step, e.value, e.wall_time) for e in accumulator.Scalars(tag)]
+        for tag in accumulator.Tags()["scalars"]
+    }
+    return {tag: pts for tag, pts in series.items() if pts}
+
+
+def run_points(scalars: dict, run: str = ".") -> dict[str, list[Point]]:
+    return {tag: pts for (r, tag), pts in points(scalars).items() if r == run and pts}
+
+
+def torch_session(
+    log_dir: Path, rows: list[tuple[str, int]], purge_step: int | None = None, seq: int = 0
+) -> None:
+    """One life of a training job: a SummaryWriter (resumed with purge_step, or not) writing `rows`, then
+    closed; its file renamed so that the files sort in the order they were written, as their time-stamped
+    names do outside a test, where the writers' counters can go from 9 to 10 within a second."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    before = set(log_dir.glob("*tfevents*"))
+    writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
+    for i, (tag, step) in enumerate(rows):
+        writer.add_scalar(tag, seq * 1000 + i + 0.5, step, walltime=1e9 + seq * 1000 + i)
+    writer.close()
+    (made,) = set(log_dir.glob("*tfevents*")) - before
+    made.rename(log_dir / f"events.out.tfevents.{seq:04d}.test")
+
+
+def test_a_job_resumed_with_purge_step_replaces_its_points_from_that_step_as_tensorboard_does(
+    tmp_path: Path,
+) -> None:
+    torch_session(tmp_path, [(tag, step) for step in range(100) for tag in ("loss", "lr")], seq=0)
+    torch_session(tmp_path, [("loss", step) for step in range(50, 80)], purge_step=50, seq=1)
+    reader = LogDirReader(tmp_path)
+    reader.poll()
+    ours = run_points(reader.scalars)
+    assert ours == accumulator_points(tmp_path)
+    loss = [step for step, _, _ in ours["loss"]]
+    assert loss == list(range(80))  # no step twice: 50-79 are the resumed job's
+    assert ours["loss"][50][1] == 1000.5 and ours["loss"][49][1] == 98.5
+    assert [step for step, _, _ in ours["lr"]] == list(range(50))  # a restart purges every tag of the run
+
+
+def test_restarts_across_several_event_files_purge_only_their_own_run(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    torch_session(a, [("loss", s) for s in range(60)], seq=0)
+    torch_session(b, [("loss", s) for s in range(10)], seq=1)
+    torch_session(a, [("loss", s) for s in range(40, 70)], purge_step=40, seq=2)
+    torch_session(a, [("loss", s) for s in range(65, 75)], seq=3)  # restarted without purge_step: kept
+    torch_session(a, [("loss", s) for s in range(20, 30)] + [("acc", 25)], purge_step=20, seq=4)
+    reader = LogDirReader(tmp_path)
+    reader.poll()
+    assert run_points(reader.scalars, "a") == accumulator_points(a)
+    assert run_points(reader.scalars, "b") == accumulator_points(b)
+    assert [s for s, _, _ in run_points(reader.scalars, "a")["loss"]] == list(range(30))
+    assert len(run_points(reader.scalars, "b")["loss"]) == 10
+
+
+def test_a_purge_found_while_polling_cuts_the_series_already_handed_out(tmp_path: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch_session(tmp_path, [(tag, s) for s in range(100) for tag in ("loss", "lr")], seq=0)
+    reader = LogDirReader(tmp_path)
+    held = {key: list(pts) for key, pts in points(reader.poll()).items()}  # what a chart has drawn
+    assert reader.purged == set()
+    writer = SummaryWriter(log_dir=str(tmp_path), purge_step=50)
+    purged_at = []
+    for round_ in range(6):
+        for step in range(50 + round_ * 5, 55 + round_ * 5):
+            writer.add_scalar("loss", -step, step, walltime=2e9 + step)
+        writer.flush()
+        new = points(reader.poll())
+        purged_at.append(set(reader.purged))
+        for key in reader.purged:
+            held[key] = points({key: reader.scalars[key]})[key]
+        for key, pts in new.items():
+            if key not in reader.purged:
+                held[key] = held.get(key, []) + pts
+    writer.close()
+    reader.poll()
+    assert purged_at == [{(".", "loss"), (".", "lr")}, set(), set(), set(), set(), set()]
+    assert held == points(reader.scalars)
+    assert run_points(reader.scalars) == accumulator_points(tmp_path)
+    assert [s for s, _, _ in held[(".", "loss")]] == list(range(80))
+
+
+SESSIONS = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.integers(0, 12)),  # purge_step of the resumed writer
+        st.lists(st.tuples(st.sampled_from(("loss", "lr")), st.integers(0, 12)), max_size=8),
+        st.booleans(),  # the reader polls once this session has ended
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sessions=SESSIONS)
+def test_any_sequence_of_torch_writer_restarts_reads_as_event_accumulator_reads_it(sessions) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        log_dir = Path(tmp)
+        reader = LogDirReader(log_dir)
+        for seq, (purge_step, rows, poll) in enumerate(sessions):
+            torch_session(log_dir, rows, purge_step, seq)
+            if poll:
+                reader.poll()
+        reader.poll()
+        assert run_points(reader.scalars) == accumulator_points(log_dir)
+
+
+def version_record(version: str, step: int = 0) -> bytes:
+    return frame_record(event_pb2.Event(wall_time=1.0, step=step, file_version=version).SerializeToString())
+
+
+def session_record(step: int, status: int = event_pb2.SessionLog.START) -> bytes:
+    event = event_pb2.Event(wall_time=1.0, step=step, session_log=event_pb2.SessionLog(status=status))
+    return frame_record(event.SerializeToString())
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("values"), st.lists(st.sampled_from(("a", "b", "c")), min_size=1, max_size=3)),
+        st.tuples(st.just("version"), st.sampled_from(("brain.Event:2", "brain.Event:1", "brain.Event:x"))),
+        st.tuples(st.just("start")),
+        st.tuples(st.just("checkpoint")),  # a session log that is not a START
+        st.tuples(st.just("new file")),
+        st.tuples(st.just("poll")),
+    ).flatmap(lambda op: st.tuples(st.just(op), st.integers(-2, 9))),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=OPS)
+def test_any_mix_of_file_versions_restarts_and_steps_going_back_purges_as_event_accumulator(ops) -> None:
+    # Files without a version (or an old one) are purged by steps going back, tag by tag; with version 2,
+    # by SessionLog.START only; the version can change from file to file.
+    with tempfile.TemporaryDirectory() as tmp:
+        log_dir = Path(tmp)
+        reader = LogDirReader(log_dir)
+        files = 0
+        path = log_dir / "events.out.tfevents.0000"
+        for i, (op, step) in enumerate(ops):
+            kind = op[0]
+            if kind == "values":
+                values = [
+                    summary_pb2.Summary.Value(tag=tag, simple_value=i + k / 4) for k, tag in enumerate(op[1])
+                ]
+                write(path, proto_record(float(i), step, *values), "ab")
+            elif kind == "version":
+                write(path, version_record(op[1], step), "ab")
+            elif kind == "start":
+                write(path, session_record(step), "ab")
+            elif kind == "checkpoint":
+                write(path, session_record(step, event_pb2.SessionLog.CHECKPOINT), "ab")
+            elif kind == "new file":
+                files += 1
+                path = log_dir / f"events.out.tfevents.{files:04d}"
+            else:
+                reader.poll()
+        reader.poll()
+        assert run_points(reader.scalars) == accumulator_points(log_dir)
+        assert reader.problems == []
+
+
+def test_a_reader_resumed_at_a_saved_offset_still_knows_the_files_version(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "events.out.tfevents.1",
+        version_record("brain.Event:2") + b"".join(scalar_records(10, ("loss",))),
+    )
+    saved = LogDirReader(tmp_path)
+    saved.poll()
+    write(
+        path,
+        b"".join(scalar_records(2, ("loss",), start=10)) + b"".join(scalar_records(1, ("loss",), start=3)),
+        "ab",
+    )
+    resumed = LogDirReader(tmp_path, saved.offsets())
+    # With version 2 a step going back is no restart (only a SessionLog START is): nothing is purged.
+    assert [s for s, _, _ in points(resumed.poll())[(".", "loss")]] == [10, 11, 3]
+
+
+@pytest.mark.slow
+def test_a_resumed_bundled_runner_charts_each_step_once(tmp_path: Path) -> None:
+    """The runners reopen TensorBoard with purge_step = the checkpoint's step + 1 when they resume."""
+    from conftest import check_ok, run_runner
+
+    flags = [
+        "--synthetic",
+        "--model-size",
+        "tiny",
+        "--device",
+        "cpu",
+        "--log-every",
+        "2",
+        "--eval-every",
+        "0",
+    ]
+    flags += ["--save-every", "4", "--output-dir", str(tmp_path)]
+    check_ok(run_runner("bert", *flags, "--steps", "10", OMP_NUM_THREADS="1"))
+    # Checkpoints at 4 and 8; the job got to 10 before it ended. Resumed from 8, it redoes 9 and 10.
+    check_ok(run_runner("bert", *flags, "--steps", "14", "--resume", "auto", OMP_NUM_THREADS="1"))
+    reader = LogDirReader(tmp_path / "tb")
+    reader.poll()
+    ours = run_points(reader.scalars)
+    assert ours == accumulator_points(tmp_path / "tb")
+    assert [s for s, _, _ in ours["train/loss"]] == [2, 4, 6, 8, 10, 12, 14]
+    for tag, pts in ours.items():
+        steps = [s for s, _, _ in pts]
+        assert len(steps) == len(set(steps)), tag
 
 
 # ---- the summary ----

@@ -110,3 +110,31 @@ def test_tb_of_a_run_reads_its_tb_directory(tmp_path, recorded_home):
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)["scalars"]
     assert row["tag"] == "train/loss" and row["last_value"] == pytest.approx(0.2)
+
+
+def test_tb_of_a_scripts_run_reads_its_output_dir_and_tb_dir_besides_its_run_dir(tmp_path, monkeypatch):
+    from trnconsole.commands.tensorboard import log_roots_for
+    from trnconsole.core.spec import RunSpec
+    from trnconsole.core.store import Store
+    from trnconsole.service import Console
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    monkeypatch.setenv("TRNCONSOLE_HOME", str(home))
+    spec = RunSpec(runner=str(tmp_path / "train.py"), flags={"output_dir": "out"}, cwd=str(work), tb_dir="tb")
+    with Store(home / "runs.db") as store:
+        record = store.create(spec, lambda run_id: home / "runs" / run_id)
+    write_scalars(record.run_dir / "own", "a", [1.0])
+    write_scalars(work / "out" / "runs" / "Nov24_10-00-00_host", "train/loss", [0.9, 0.8])
+    write_scalars(work / "tb", "b", [2.0])
+
+    roots = log_roots_for(record.id[:6], lambda: Console(home))
+    assert [(r.label, r.path) for r in roots] == [
+        (".", record.run_dir),
+        ("tb", work / "tb"),
+        ("out", work / "out"),
+    ]
+    assert log_roots_for(str(work), lambda: None)[0].path == work  # a path is a path
+    done = run_cli("tb", record.id, "--json", env={"TRNCONSOLE_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    found = {(row["run"], row["tag"]): row["count"] for row in json.loads(done.stdout)["scalars"]}
+    assert found == {("own", "a"): 1, ("tb", "b"): 1, ("out/runs/Nov24_10-00-00_host", "train/loss"): 2}

@@ -77,6 +77,7 @@ def build_parser(parser_class: type[OneLineParser] = OneLineParser) -> argparse.
     rerun.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     rerun.add_argument("--nproc", type=int, default=None)
     rerun.add_argument("--cores", default=None, metavar="RANGE", help="NeuronCores, e.g. 0-7 (see launch)")
+    rerun.add_argument("--tb", default=None, metavar="DIR", help="TensorBoard directory (see launch)")
     rerun.add_argument("--name", default=None)
     rerun.add_argument("--follow", "-f", action="store_true")
     rerun.add_argument("--json", action="store_true")
@@ -238,6 +239,13 @@ def _add_spec_options(p: argparse.ArgumentParser) -> None:
         metavar="RANGE",
         help="NeuronCores for a local run, e.g. 0-7 (one per process; default: the lowest free range)",
     )
+    p.add_argument(
+        "--tb",
+        default=None,
+        metavar="DIR",
+        help="where a local run's script writes TensorBoard event files, if not in its run directory "
+        "($TRNCONSOLE_RUN_DIR) or a Trainer's --output_dir; read by the console and `trnconsole tb RUN`",
+    )
     p.add_argument("--nnodes", type=int, default=1, help="nodes for multi-node torchrun")
     p.add_argument("--node-rank", type=int, default=0, help="this node's rank when --nnodes > 1")
     p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="rendezvous for --nnodes > 1")
@@ -339,6 +347,7 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> int:
         extra_args=extra,
         backend_options=backend_options(args),
         cores=args.cores,
+        tb_dir=args.tb,
     )
     if args.preflight:
         from .commands.preflight import report_text, run_preflight
@@ -371,9 +380,8 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_rerun(args: argparse.Namespace, extra: list[str]) -> int:
     console = _console()
     parent = console.store.resolve(args.run)
-    record = console.rerun(
-        parent, args.set, args.env, args.unset, name=args.name, nproc=args.nproc, cores=args.cores
-    )
+    options = {"name": args.name, "nproc": args.nproc, "cores": args.cores, "tb_dir": args.tb}
+    record = console.rerun(parent, args.set, args.env, args.unset, **options)
     return _after_launch(console, record, args.follow, args.json)
 
 
@@ -460,6 +468,8 @@ def cmd_runs(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
+    from pathlib import Path
+
     from . import textfmt as fmt
 
     console = _console()
@@ -480,6 +490,7 @@ def cmd_show(args: argparse.Namespace, extra: list[str]) -> int:
             else []
         ),
         ("flags", " ".join(spec.runner_args()) or "-"),
+        *([("tb dir", str(Path(spec.cwd or ".") / Path(spec.tb_dir).expanduser()))] if spec.tb_dir else []),
         ("started", fmt.ago(record.started_at)),
         ("elapsed", fmt.duration(record.elapsed())),
     ]

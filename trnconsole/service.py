@@ -188,10 +188,16 @@ class Console:
         backend_options: dict[str, str] | None = None,
         cwd: str | None = None,
         cores: str | None = None,
+        tb_dir: str | None = None,
     ) -> RunSpec:
         """A checked spec: every mistake is a UsageError before anything is written or started."""
         if backend not in BACKENDS:
             raise UsageError(f"--backend {backend}: choose one of {', '.join(BACKENDS)}")
+        if tb_dir is not None and backend != "local":
+            raise UsageError(
+                f"--tb {tb_dir}: names a directory on this host; a {backend} job's TensorBoard files stay in "
+                "its container, so leave --tb out (what the job logs still reaches the console)"
+            )
         check_resources(nproc, nnodes, node_rank, rdzv_endpoint, backend)
         env = parse_env(envs)
         requested = requested_cores(cores, env, nproc, backend)
@@ -225,6 +231,7 @@ class Console:
             metrics=tuple(metrics),
             backend_options=dict(backend_options or {}),
             cores=requested,
+            tb_dir=tb_dir or None,
         )
         if bundled:
             # The interpreter and torchrun first: a flag table read with a broken interpreter says less.
@@ -492,10 +499,11 @@ class Console:
         name: str | None = None,
         nproc: int | None = None,
         cores: str | None = None,
+        tb_dir: str | None = None,
     ) -> RunRecord:
         """A new run from the parent's spec with some flags changed; the diff is kept with it. The cores the
         user chose for the parent are asked for again (unless `cores` says otherwise); a range the console
-        picked is picked afresh."""
+        picked is picked afresh. The parent's TensorBoard directory is kept unless `tb_dir` names another."""
         spec = parent.spec
         base_sets = [f"{k}={flag_text(v)}" for k, v in spec.flags.items() if k not in set(unset)]
         env = dict(spec.env)
@@ -516,6 +524,7 @@ class Console:
             backend_options=spec.backend_options,
             cwd=spec.cwd,
             cores=cores or (spec.cores if CORES_ENV not in env else None),
+            tb_dir=tb_dir or spec.tb_dir,
         )
         return self.launch(child, parent=parent)
 

@@ -9,6 +9,10 @@ from typing import Any
 from ..core.spec import RunSpec
 from ..core.store import RunRecord
 
+# Set in every job's environment: where the job's own outputs go (the run directory of a local run; the
+# directory inside the container a remote job's outputs are written to), so a script can write there.
+RUN_DIR_ENV = "TRNCONSOLE_RUN_DIR"
+
 
 @dataclass(frozen=True)
 class RunStatus:

@@ -20,7 +20,7 @@ from ..core.spec import RunSpec
 from ..core.store import RunRecord
 from . import options as opts
 from .aws import aws_client, backoff_s, call, one_line
-from .base import Backend, RunStatus, Submission
+from .base import RUN_DIR_ENV, Backend, RunStatus, Submission
 from .cloudwatch import LogFollower
 from .package import PUBLIC_NEURON_IMAGE, Source, bootstrap_command, package_source
 
@@ -175,6 +175,7 @@ def environment(record: RunRecord, s: Settings) -> list[dict[str, str]]:
     if s.compile_cache:
         env["NEURON_COMPILE_CACHE_URL"] = s.compile_cache
     env.update(NEURON_PROCESS_TAG=record.id, TRNCONSOLE_RUN_ID=record.id)
+    env[RUN_DIR_ENV] = output_dir(record)
     # Batch drops empty values; leaving them out keeps what was sent equal to what runs.
     return [{"name": k, "value": v} for k, v in sorted(env.items()) if v != ""]
 
@@ -183,8 +184,13 @@ def resources(s: Settings) -> list[dict[str, str]]:
     return [{"type": "VCPU", "value": str(s.vcpus)}, {"type": "MEMORY", "value": str(s.memory_mib)}]
 
 
+def output_dir(record: RunRecord) -> str:
+    """Where the job writes its outputs, inside the container (a bundled runner's --output-dir)."""
+    return f"/tmp/trnconsole/{record.id}"
+
+
 def command(record: RunRecord, source_uri: str, entry_point: str) -> list[str]:
-    return bootstrap_command(source_uri, record.spec, entry_point, output_dir=f"/tmp/trnconsole/{record.id}")
+    return bootstrap_command(source_uri, record.spec, entry_point, output_dir=output_dir(record))
 
 
 def container_properties(record: RunRecord, s: Settings, source_uri: str, entry_point: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from ..core.errors import UsageError
 from ..core.spec import RunSpec
 from ..core.store import RunRecord
 from .aws import backoff_s, one_line
-from .base import Backend, RunStatus, Submission
+from .base import RUN_DIR_ENV, Backend, RunStatus, Submission
 from .options import K8S, int_option, neuron_devices
 from .package import PUBLIC_NEURON_IMAGE, Source, bootstrap_command, package_source
 
@@ -462,6 +462,7 @@ def manifests(record: RunRecord, source: Source) -> Manifests:
         TRNCONSOLE_MASTER_ADDR=f"{job}-0.{service}",
         TRNCONSOLE_MASTER_PORT=str(MASTER_PORT),
     )
+    env[RUN_DIR_ENV] = output_dir  # on the shared volume when there is one
 
     limits = {}
     tolerations = []

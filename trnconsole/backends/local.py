@@ -23,7 +23,7 @@ from ..core.paths import load_config
 from ..core.spec import RunSpec
 from ..core.store import RunRecord
 from ..core.tail import FileTail
-from .base import Backend, RunStatus, Submission
+from .base import RUN_DIR_ENV, Backend, RunStatus, Submission
 from .local_wrapper import EXIT_FILE
 
 LOG_FILE = "stdout.log"
@@ -124,6 +124,7 @@ class LocalBackend(Backend):
         env = dict(os.environ)
         env.update(spec.env)
         env.update(NEURON_PROCESS_TAG=record.id, TRNCONSOLE_RUN_ID=record.id, PYTHONUNBUFFERED="1")
+        env[RUN_DIR_ENV] = str(run_dir)
         # Given at launch on a Neuron host, under the cores lock (service.place_on_cores).
         if spec.visible_cores:
             env[CORES_ENV] = spec.visible_cores

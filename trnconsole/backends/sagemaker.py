@@ -20,7 +20,7 @@ from ..core.spec import FALSE_WORDS, TRUE_WORDS, RunSpec
 from ..core.store import RunRecord
 from . import options as opts
 from .aws import aws_client, call, one_line
-from .base import Backend, RunStatus, Submission
+from .base import RUN_DIR_ENV, Backend, RunStatus, Submission
 from .cloudwatch import LogFollower
 from .package import Source, package_source, sagemaker_neuron_image
 
@@ -516,6 +516,7 @@ def training_job_request(
         **spec.env,
         "NEURON_PROCESS_TAG": record.id,
         "TRNCONSOLE_RUN_ID": record.id,
+        RUN_DIR_ENV: CHECKPOINT_PATH,  # the bundled runners' --output-dir, synced to S3 as it is written
         "NEURON_COMPILE_CACHE_URL": settings.compile_cache or f"{settings.s3_prefix}/neuron-compile-cache",
     }
     if settings.neuron_cc_flags:

@@ -76,6 +76,7 @@ def plan_sweep(console: Any, args: argparse.Namespace) -> tuple[Sweep, list[Any]
             metrics=args.metric,
             backend_options=backend_options(args),
             cores=args.cores,
+            tb_dir=args.tb,
         )
         for variant in variants
     ]

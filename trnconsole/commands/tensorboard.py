@@ -14,12 +14,17 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UsageError
 from ..core.paths import tensorboard_dir
 
+if TYPE_CHECKING:
+    from ..monitors.tensorboard import LogRoot
+
 DEFAULT_PORT = 6006
+# A one-off listing may look longer than the console's poll does.
+CLI_WALK_SECONDS = 5.0
 
 
 def log_dir_for(target: str, console_factory: Any) -> Path:
@@ -30,12 +35,60 @@ def log_dir_for(target: str, console_factory: Any) -> Path:
         return path
     if path.exists():
         return path.parent  # an event file: its directory
+    return tensorboard_dir(_run(target, console_factory).run_dir)
+
+
+def log_roots_for(target: str, console_factory: Any) -> list[LogRoot]:
+    """A path as it is, else every place a run's TensorBoard files may be (`run_log_roots`)."""
+    from ..monitors.tensorboard import LogRoot, run_log_roots
+
+    path = Path(target).expanduser()
+    if path.exists():
+        return [LogRoot(path)]
+    record = _run(target, console_factory)
+    return run_log_roots(record.spec, record.run_dir, record.created_at)
+
+
+def _run(target: str, console_factory: Any) -> Any:
     console = console_factory()
     try:
-        record = console.store.resolve(target)
+        return console.store.resolve(target)
     except UsageError as exc:
         raise UsageError(f"{target}: neither a directory nor a run ({exc})") from None
-    return tensorboard_dir(record.run_dir)
+
+
+def event_dirs(roots: list[LogRoot]) -> list[tuple[str, Path]]:
+    """(run name, directory) of each directory holding event files below the roots, as the console finds
+    them (bounded, and only those written since the run began in a script's shared directories)."""
+    from ..monitors.tensorboard import LogDirReader, WalkLimits
+
+    reader = LogDirReader(roots, limits=WalkLimits(seconds=CLI_WALK_SECONDS))
+    return reader.run_dirs()
+
+
+def logdir_args(roots: list[LogRoot]) -> list[str]:
+    """TensorBoard's --logdir for one root; for a run whose files are in several places, --logdir_spec with
+    its run directory (whose new subdirectories TensorBoard finds itself) and each directory found in the
+    others, named as the console names them."""
+    if len(roots) == 1:
+        return ["--logdir", str(roots[0].path)]
+    primary = roots[0].path
+    groups = [("run", primary)]
+    for run, directory in event_dirs(roots):
+        if not directory.resolve().is_relative_to(primary.resolve()):
+            groups.append((run, directory))
+    if len(groups) == 1:
+        return ["--logdir", str(primary)]
+    specs = []
+    for name, directory in groups:
+        if "," in str(directory):
+            print(
+                f"warning: {directory}: a comma in the path; TensorBoard cannot be given it", file=sys.stderr
+            )
+            continue
+        # A group name may hold neither the spec's separators nor a leading "/" (taken as a path).
+        specs.append(f"{name.replace(',', '_').replace(':', '_').lstrip('/') or 'run'}:{directory}")
+    return ["--logdir_spec", ",".join(specs)]
 
 
 def tensorboard_command(python_candidates: list[str]) -> list[str]:
@@ -91,14 +144,15 @@ def wait_until_serving(url: str, process: subprocess.Popen[bytes], stderr: Any, 
 
 
 def start_server(
-    log_dir: Path, port: int | None, python_candidates: list[str], timeout_s: float = 120.0
+    log_dir: Path | list[str], port: int | None, python_candidates: list[str], timeout_s: float = 120.0
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """Start TensorBoard on 127.0.0.1 for `log_dir`; return the process once it serves, and its URL."""
+    """Start TensorBoard on 127.0.0.1 for `log_dir` (or those `logdir_args` gave); return the process once
+    it serves, and its URL."""
     chosen = port if port is not None else free_port(DEFAULT_PORT)
+    where = log_dir if isinstance(log_dir, list) else ["--logdir", str(log_dir)]
     command = [
         *tensorboard_command(python_candidates),
-        "--logdir",
-        str(log_dir),
+        *where,
         "--host",
         "127.0.0.1",
         "--port",
@@ -138,9 +192,16 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
 def cmd_tensorboard(args: argparse.Namespace, console_factory: Any) -> int:
     from ..backends.local import runner_python
 
-    log_dir = log_dir_for(args.target, console_factory)
+    target = Path(args.target).expanduser()
+    if target.exists():
+        log_dir: Path | list[str] = log_dir_for(args.target, console_factory)
+        shown = str(log_dir)
+    else:
+        roots = log_roots_for(args.target, console_factory)
+        log_dir = logdir_args(roots)
+        shown = str(roots[0].path) + "".join(f" + {root.label}" for root in roots[1:])
     process, url = start_server(log_dir, args.port, [runner_python(None)])
-    print(f"TensorBoard for {log_dir} at {url}  (Ctrl-C stops it)", flush=True)
+    print(f"TensorBoard for {shown} at {url}  (Ctrl-C stops it)", flush=True)
     try:
         process.wait()
     except KeyboardInterrupt:
@@ -152,18 +213,28 @@ def cmd_tensorboard(args: argparse.Namespace, console_factory: Any) -> int:
 
 def cmd_tb(args: argparse.Namespace, console_factory: Any) -> int:
     from .. import textfmt as fmt
-    from ..monitors.tensorboard import SUMMARY_HEADERS, LogDirReader, summary_cells, summary_rows
+    from ..monitors.tensorboard import SUMMARY_HEADERS, LogDirReader, WalkLimits, summary_cells, summary_rows
 
     target = Path(args.target).expanduser()
-    root = target if target.exists() else log_dir_for(args.target, console_factory)
-    reader = LogDirReader(root)
+    if target.exists():
+        reader = LogDirReader(target)
+    else:
+        roots = log_roots_for(args.target, console_factory)
+        reader = LogDirReader(roots, limits=WalkLimits(seconds=CLI_WALK_SECONDS))
     reader.poll()
     rows = summary_rows(reader.scalars)
     problems = [str(p) for p in reader.problems]
+    problems += reader.walk_notes
     if args.json:
-        print(fmt.json_text({"path": str(root), "scalars": rows, "problems": problems}))
+        roots_json = [{"run": r.label, "path": str(r.path)} for r in reader.roots]
+        print(
+            fmt.json_text(
+                {"path": str(reader.root), "roots": roots_json, "scalars": rows, "problems": problems}
+            )
+        )
     elif not rows:
-        print(f"no scalars in TensorBoard event files under {root}")
+        where = " and ".join(str(r.path) for r in reader.roots)
+        print(f"no scalars in TensorBoard event files under {where}")
     else:
         print(fmt.table(SUMMARY_HEADERS, [summary_cells(r) for r in rows]))
     for problem in problems:

@@ -76,6 +76,8 @@ class RunSpec:
     # What the launch gave a local run on a Neuron host: NEURON_RT_VISIBLE_CORES and the NeuronCore version.
     visible_cores: str | None = None
     core_version: str | None = None
+    # Where the script writes TensorBoard event files (`--tb`), as given; relative to cwd.
+    tb_dir: str | None = None
 
     @property
     def bundled(self) -> bool:
@@ -236,6 +238,7 @@ def flag_diff(parent: RunSpec, child: RunSpec) -> dict[str, list[Any]]:
         "metrics",
         "backend_options",
         "cores",
+        "tb_dir",
     )
     for name in names:
         old, new = getattr(parent, name), getattr(child, name)

@@ -318,13 +318,13 @@ class TrnConsoleApp(App):
             self.push_screen(DevicesScreen())
 
     def action_tensorboard(self) -> None:
-        from ..core.paths import tensorboard_dir
+        from ..monitors.tensorboard import run_log_roots
         from .screens.tensorboard import TensorBoardScreen
 
         record = self.live.record(self.selected) if self.selected else None
-        log_dir = tensorboard_dir(record.run_dir) if record is not None else None
+        roots = run_log_roots(record.spec, record.run_dir, record.created_at) if record is not None else None
         if not isinstance(self.screen, TensorBoardScreen):
-            self.push_screen(TensorBoardScreen(log_dir))
+            self.push_screen(TensorBoardScreen(roots[0].path if roots else None, roots))
 
     def action_sweeps(self) -> None:
         from .screens.sweep import SweepScreen

@@ -1,6 +1,7 @@
-"""TensorBoard scalars of any log directory (the selected run's by default), read incrementally by our own
-event-file reader: the series of every (run, tag) in a table, the highlighted one charted, new points
-picked up each second."""
+"""TensorBoard scalars of any log directory (the selected run's by default: its run directory and wherever
+its script's writer put its files), read incrementally by our own event-file reader: the series of every
+(run, tag) in a table, the highlighted one charted, new points picked up each second, points a restarted
+job's writer purged dropped as TensorBoard drops them."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ...core.series import Series
-from ...monitors.tensorboard import SUMMARY_HEADERS
+from ...monitors.tensorboard import SUMMARY_HEADERS, LogRoot
 from ..widgets.chart import Chart
 
 
@@ -33,9 +34,11 @@ class TensorBoardScreen(Screen):
     TensorBoardScreen #tb-chart > .chart--line { color: $chart-line; }
     """
 
-    def __init__(self, log_dir: Path | None) -> None:
+    def __init__(self, log_dir: Path | None, roots: list[LogRoot] | None = None) -> None:
+        """`roots`: a run's places (`run_log_roots`), the first of them `log_dir`; else `log_dir` alone."""
         super().__init__()
         self.log_dir = log_dir
+        self.roots = roots
         self.reader: Any = None
         self.series: dict[tuple[str, str], Series] = {}
         self.shown: tuple[str, str] | None = None
@@ -62,15 +65,17 @@ class TensorBoardScreen(Screen):
             self.query_one("#tb-status", Static).update("type a log directory")
         else:
             table.focus()
-            self.open(self.log_dir)
+            self.open(self.log_dir, self.roots)
         self.set_interval(1.0, self.poll)
 
-    def open(self, log_dir: Path) -> None:
-        from ...monitors.tensorboard import LogDirReader
+    def open(self, log_dir: Path, roots: list[LogRoot] | None = None) -> None:
+        from ...monitors.tensorboard import LogDirReader, WalkLimits
 
         with self._lock:
             self.log_dir = log_dir
-            self.reader = LogDirReader(log_dir)
+            self.roots = roots
+            # A run's places are searched within limits: a script's output directory may be huge.
+            self.reader = LogDirReader(roots, limits=WalkLimits()) if roots else LogDirReader(log_dir)
             self.series = {}
             self.shown = None
         self.query_one(DataTable).clear()
@@ -83,12 +88,19 @@ class TensorBoardScreen(Screen):
             if reader is None:
                 return
             new = reader.poll()
+            for key in reader.purged:  # points already charted were dropped: chart what is left
+                kept = reader.scalars[key]
+                series = self.series[key] = Series()
+                series.extend(kept.steps, kept.values)
             for key, batch in new.items():
+                if key in reader.purged:
+                    continue
                 series = self.series.get(key)
                 if series is None:
                     series = self.series[key] = Series()
                 series.extend(batch.steps, batch.values)
-        if new or not self.query_one(DataTable).row_count:
+            changed = bool(new or reader.purged)
+        if changed or not self.query_one(DataTable).row_count:
             self.app.call_from_thread(self.draw)
 
     def draw(self) -> None:
@@ -98,22 +110,27 @@ class TensorBoardScreen(Screen):
             if self.reader is None:
                 return
             rows = summary_rows(self.reader.scalars)
-            problems = self.reader.problems
+            problems = [*map(str, self.reader.problems), *self.reader.walk_notes]
         table = self.query_one(DataTable)
-        status = f"{self.log_dir}: {len(rows)} series"
+        also = "".join(f" + {root.label}" for root in (self.roots or [])[1:])
+        status = f"{self.log_dir}{also}: {len(rows)} series"
         if problems:
             status += f", {len(problems)} problem(s): {problems[-1]}"
         if not rows:
             status += " (no event files with scalars yet; watching)"
         self.query_one("#tb-status", Static).update(status)
+        keys = set()
         for r in rows:
             key = f"{r['run']}\0{r['tag']}"
+            keys.add(key)
             cells = summary_cells(r)
             if key in table.rows:
                 for column, cell in zip(table.columns, cells, strict=True):
                     table.update_cell(key, column, cell)
             else:
                 table.add_row(*cells, key=key)
+        for key in [k.value for k in table.rows if k.value not in keys]:
+            table.remove_row(key)  # a series a restart purged of every point
         self.show_highlighted()
 
     def show_highlighted(self) -> None:
@@ -144,7 +161,7 @@ class TensorBoardScreen(Screen):
             return
         event.input.add_class("hidden")
         self.query_one(DataTable).focus()
-        self.open(path)
+        self.open(path, None)
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -493,6 +493,12 @@ class Trainer:
         self.outputs.event("status", self.step, state=status, wall_time_s=result["wall_time_s"])
         self.outputs.write_result(result)
         self.outputs.close()
+        if self.rt.distributed and not self.rt.is_xla:
+            import torch.distributed as dist
+
+            # No rank tears its process group down while another still talks to it: a gloo peer gone
+            # mid-exchange can abort the one still at it.
+            dist.barrier()
 
     def _param_checksums(self) -> list[list[float]]:
         """Per rank (sum, sum of squares) of all parameters: equal on every rank when data parallel holds."""

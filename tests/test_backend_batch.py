@@ -752,6 +752,9 @@ def tiny_launch(env: BatchEnv, tmp_path: Path, nproc: int, nnodes: int) -> tuple
 
 def test_the_registered_command_runs_the_uploaded_source_under_torchrun(batch_env, tmp_path) -> None:
     record, argv, env = tiny_launch(batch_env, tmp_path, nproc=2, nnodes=1)
+    with socket.socket() as probe:  # a container has 29500, torchrun's default, to itself; this host may not
+        probe.bind(("127.0.0.1", 0))
+        env["PET_MASTER_PORT"] = str(probe.getsockname()[1])
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = sorted(line for line in proc.stdout.splitlines() if line.startswith("rank "))

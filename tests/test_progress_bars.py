@@ -175,16 +175,30 @@ def test_a_frame_drawn_again_with_nothing_new_adds_no_point() -> None:
     assert again == []
 
 
-def test_a_trainer_dict_written_over_the_bar_takes_the_bar_step_and_string_values() -> None:
-    line = (
-        " 58%|█████▊    | 35/60 [00:07<00:02,  9.06it/s]                    "
-        "{'loss': '0.6669', 'grad_norm': '0.7129', 'learning_rate': '0.0002167', 'epoch': '0.28'}"
-    )
-    events = LogLineParser().feed(line)
+def test_a_trainer_dict_takes_the_step_of_the_frame_tqdm_draws_right_after_it() -> None:
+    """tqdm draws at most every 0.1 s, so the frame before a dict may be a step behind; tqdm.write draws the
+    bar again right after the dict, at the step the Trainer is at (as recorded from transformers 5)."""
+    lines = [
+        "\r 12%|█▎        | 5/40 [00:00<00:03, 11.59it/s]\r 22%|██▎       | 9/40 [00:00<00:02, 14.91it/s]"
+        "\r                                              \r"
+        "{'loss': '0.6825', 'grad_norm': '0.7223', 'learning_rate': '0.0004306', 'epoch': '0.5'}",
+        "\r 25%|██▌       | 10/40 [00:00<00:02, 14.91it/s]",
+    ]
+    parser = LogLineParser()
+    events = parser.feed_lines(lines)
     step = [e for e in events if e.kind == "step" and "loss" in e.values]
     assert len(step) == 1
-    assert step[0].step == 35
-    assert step[0].values == {"loss": 0.6669, "grad_norm": 0.7129, "lr": 0.0002167, "epoch": 0.28}
+    assert step[0].step == 10
+    assert step[0].values == {"loss": 0.6825, "grad_norm": 0.7223, "lr": 0.0004306, "epoch": 0.5}
+    assert parser.steps_per_epoch == 20
+
+
+def test_a_trainer_dict_with_no_frame_after_it_is_given_out_at_the_end() -> None:
+    metrics = RunMetrics()
+    metrics.feed_log_lines([" 25%|██▌       | 10/40 [00:00<00:02, 14.91it/s]{'loss': '0.5', 'epoch': '0.5'}"])
+    assert "loss" not in metrics.series
+    metrics.settle()
+    assert metrics.series["loss"].points()[:2] == ([10], [0.5])
 
 
 def test_trainer_dicts_without_a_bar_take_their_step_from_the_epoch_when_steps_per_epoch_is_known() -> None:

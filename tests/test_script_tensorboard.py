@@ -19,8 +19,8 @@ from test_tb_reader import scalar_records
 
 from trnconsole.commands.tensorboard import logdir_args
 from trnconsole.core.errors import UsageError
-from trnconsole.core.spec import RunSpec
-from trnconsole.monitors.tensorboard import LogDirReader, LogRoot, WalkLimits, flag_values, run_log_roots
+from trnconsole.core.spec import RunSpec, flag_values
+from trnconsole.monitors.tensorboard import LogDirReader, LogRoot, WalkLimits, run_log_roots
 
 TRAINER_SCRIPT = '''
 """A tiny Hugging Face Trainer job: a 2-layer BERT built from its config (nothing downloaded), random ids."""

@@ -30,7 +30,8 @@ from .core.cores import (
     ranges_that_fit,
 )
 from .core.errors import UsageError
-from .core.metrics import headline_eval_metric
+from .core.hf_state import TrainerState, newest_trainer_state, steps_from_summary
+from .core.metrics import RunMetrics, headline_eval_metric
 from .core.parsers import MetricRegex
 from .core.pricing import Cost, PriceBook, instance_type_from_dmi, run_cost
 from .core.series import SeriesSet
@@ -44,6 +45,7 @@ from .core.spec import (
     flag_text,
     parse_assignments,
     parse_env,
+    script_dirs,
 )
 from .core.store import ACTIVE, RunRecord, Store, open_store
 from .core.tail import FileTail
@@ -536,6 +538,26 @@ class Console:
         from_jsonl = record.spec.bundled and not self.backend(record.backend).remote
         return RunWatcher(record.run_dir, metrics_from_jsonl=from_jsonl, metric_regexes=regexes)
 
+    def _read_with_trainer_steps(
+        self, record: RunRecord, watcher: RunWatcher
+    ) -> tuple[RunWatcher, TrainerState | None]:
+        """A Hugging Face Trainer's log dicts printed with no bar carry no step: read the log again with the
+        steps per epoch that its trainer_state.json (the newest under its --output_dir since the run began)
+        or its closing dict gives, so each figure sits at its own step; also the state, when found."""
+        if _trainer_steps_known(watcher.metrics):
+            return watcher, None
+        state = newest_trainer_state(script_dirs(record.spec), since=record.created_at)
+        per_epoch = state.steps_per_epoch if state is not None else None
+        if per_epoch is None:
+            closing = steps_from_summary(watcher.metrics.reported_summary)
+            per_epoch = closing[1] if closing else None
+        if per_epoch is None or watcher.metrics.step_source == "epoch":
+            return watcher, state
+        again = self.watcher(record)
+        again.metrics.steps_per_epoch = per_epoch
+        again.drain()
+        return again, state
+
     def quick_summary(self, record: RunRecord, window_bytes: int = 256 << 10) -> dict[str, Any]:
         """Figures for a listing: a finished run's stored summary, else those of its recent output only."""
         if record.finished and record.summary:
@@ -557,7 +579,12 @@ class Console:
         if watcher is None:
             watcher = self.watcher(record)
             watcher.drain()
+        watcher, trainer_state = self._read_with_trainer_steps(record, watcher)
         summary = watcher.metrics.summary()
+        if trainer_state is not None and trainer_state.global_step >= (summary["step"] or 0):
+            summary["step"] = trainer_state.global_step
+            summary["total_steps"] = trainer_state.max_steps or summary["total_steps"]
+            summary["step_source"] = "trainer_state"
         loss = watcher.metrics.series.get("loss")
         summary["step_events"] = loss.count if loss is not None else 0
         summary["series"] = series_stats(watcher.metrics.series)
@@ -595,6 +622,10 @@ class Console:
             spot_savings=cost.spot_savings,
         )
         return summary
+
+
+def _trainer_steps_known(metrics: RunMetrics) -> bool:
+    return metrics.step_source not in ("count", "epoch")
 
 
 def requested_cores(cores: str | None, env: dict[str, str], nproc: int, backend: str) -> str | None:

@@ -57,6 +57,11 @@ class RunMetrics:
     def feed_log_lines(self, lines: Iterable[str]) -> None:
         self._ingest(self._log.parse_batch(lines))
 
+    def settle(self) -> None:
+        """Takes in what the log parser holds back for the line after it: call at the end of what there is
+        to read (a finished run, or `show`)."""
+        self._ingest(self._log.flush())
+
     def feed(self, events: Iterable[Event]) -> None:
         self._structured = True
         self._ingest(list(map(_event_row, events)))

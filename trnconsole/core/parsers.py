@@ -472,8 +472,10 @@ class LogLineParser:
     - Hugging Face Trainer dicts: `{'loss': .., 'learning_rate': ..}` is a "step" event,
       `{'eval_loss': ..}` an "eval" event (prefix stripped), `{'train_runtime': ..}` a "summary" event.
       Values may be numbers or, as transformers 5 prints them, strings of numbers. These lines carry no
-      step: it is the training bar's (the Trainer writes them over it), else the epoch times the steps per
-      epoch when known, else the n-th step dict is step n; a 'step' key, where there is one, wins.
+      step: with a bar running, a dict waits for the bar's next frame (tqdm.write draws it at once, at the
+      step the Trainer is at; `flush` gives out one still waiting at the end); with none, the epoch times
+      the steps per epoch when known, else the n-th step dict is step n; a 'step' key, where there is one,
+      wins.
     - tqdm frames (`core.progress`): the training bar's count is the step, with a "progress" event (total,
       time left), a "step" event for its rate and its postfix values, an "eval" event for postfix values
       named val_*/eval_*.
@@ -498,6 +500,7 @@ class LogLineParser:
         self._hf_steps = 0
         self.bars = BarTracker()
         self._bar_evals: dict[str, float] = {}
+        self._waiting: list[tuple[str, dict[str, float], dict[str, Any]]] = []
         self._rich_open = False  # the last line was a RichProgressBar frame: its metrics may wrap below
         self._rich_text = ""
         # Where `step` came from: "log" (the line's own step), "bar", "epoch", "count" (the n-th step dict).
@@ -835,6 +838,8 @@ class LogLineParser:
             return True
         self.step = step
         self.step_source = "bar"
+        if self._waiting:
+            self._flush_waiting(out)
         if before is not None and before.n == frame.n and before.postfix_text == frame.postfix_text:
             return True  # the same frame drawn again (a refresh, or set_postfix with nothing new)
         progress: dict[str, float] = {}
@@ -902,27 +907,45 @@ class LogLineParser:
             kind, prefix = "step", ""
         else:
             return False  # a dict, but not one of the Trainer's metric lines (a printed config, say)
-        if "step" in values and values["step"].is_integer():
-            self._hf_steps = self.step = int(values.pop("step"))
-            self.step_source = "log"
-        elif kind == "step" or self.step_source != "log":
-            self._step_of_dict(kind, values.get("epoch"))
         renamed: dict[str, float] = {}
         for name, value in values.items():
             if prefix and name.startswith(prefix):
                 name = name[len(prefix) :]
             renamed[HF_NAMES.get(name, name)] = value
+        if "step" in values and values["step"].is_integer():
+            self._hf_steps = self.step = int(renamed.pop("step"))
+            self.step_source = "log"
+        elif kind != "summary" and self.bars.last is not None:
+            # tqdm draws at most every 0.1 s, so the frame before the dict may be a step behind; the one
+            # tqdm.write draws right after it shows the step the Trainer is at: the dict waits for it.
+            self._waiting.append((kind, renamed, info))
+            return False
+        elif kind == "step" or self.step_source != "log":
+            self._step_of_dict(kind, values.get("epoch"))
+        if kind == "summary":
+            self._flush_waiting(out)
         out.append((kind, self.step, renamed, None, info))
         return False
 
-    def _step_of_dict(self, kind: str, epoch: float | None) -> None:
-        """The step of a Hugging Face log dict, which carries none: the training bar's, or the epoch times the
-        steps per epoch, or failing both the count of step dicts so far."""
-        bar = self.bars.last
-        if bar is not None and self.step is not None:
-            if epoch and epoch > 0 and self.step > 0:
+    def _flush_waiting(self, out: list[Row]) -> None:
+        """Appends the dicts waiting for a bar frame, at the current step."""
+        for kind, values, info in self._waiting:
+            epoch = values.get("epoch")
+            if epoch and epoch > 0 and self.step:
                 self.steps_per_epoch = self.step / epoch
-            return
+            out.append((kind, self.step, values, None, info))
+        self._waiting.clear()
+
+    def flush(self) -> list[Row]:
+        """What is held back for the line after it (a Trainer dict waiting for its bar's next frame), given
+        out now: the end of what there is to read."""
+        out: list[Row] = []
+        self._flush_waiting(out)
+        return out
+
+    def _step_of_dict(self, kind: str, epoch: float | None) -> None:
+        """The step of a Hugging Face log dict with no bar running, which carries none: the epoch times the
+        steps per epoch, or failing that the count of step dicts so far."""
         if epoch is not None and self.steps_per_epoch:
             self.step = self._hf_steps = round(epoch * self.steps_per_epoch)
             self.step_source = "epoch"

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
@@ -258,3 +259,33 @@ def flag_text(value: str | bool) -> str:
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+def flag_values(argv: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The values of `--name VALUE` and `--name=VALUE` items of an argv, for each of `names`, in order."""
+    values = []
+    for i, item in enumerate(argv):
+        if not item.startswith("--"):
+            continue
+        name, eq, value = item[2:].partition("=")
+        if name not in names:
+            continue
+        if eq:
+            values.append(value)
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            values.append(argv[i + 1])
+    return [value for value in values if value]
+
+
+# A script's output directory flag, in both spellings HfArgumentParser accepts (a Trainer's checkpoints,
+# trainer_state.json and, by default, its TensorBoard runs/ go there).
+OUTPUT_DIR_FLAGS = ("output_dir", "output-dir")
+
+
+def script_dirs(spec: RunSpec, names: Sequence[str] = OUTPUT_DIR_FLAGS) -> list[Path]:
+    """The directories a local script was told to write to with these flags, relative to its working
+    directory; none for a bundled runner or a remote job (whose directories are in its container)."""
+    if spec.bundled or spec.backend != "local":
+        return []
+    cwd = Path(spec.cwd or ".")
+    return [cwd / Path(text).expanduser() for text in flag_values(spec.runner_args(), names)]

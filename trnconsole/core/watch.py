@@ -104,4 +104,5 @@ class RunWatcher:
         while True:
             metric_lines, log_lines = self.poll()
             if not metric_lines and not log_lines:
+                self.metrics.settle()
                 return

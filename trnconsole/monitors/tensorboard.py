@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.paths import tensorboard_dir
+from ..core.spec import OUTPUT_DIR_FLAGS, flag_values
 
 if TYPE_CHECKING:
     from ..core.spec import RunSpec
@@ -888,24 +889,8 @@ def _modified(path: Path) -> float:
 # both spellings HfArgumentParser accepts. Its TensorBoardCallback writes to logging_dir (transformers
 # 4.x's argument), else to <output_dir>/runs/<%b%d_%H-%M-%S>_<hostname> (and a trial's name below that
 # in a hyperparameter search); transformers 5.x dropped logging_dir for this environment variable.
-SCRIPT_DIR_FLAGS = ("output_dir", "output-dir", "logging_dir", "logging-dir")
+SCRIPT_DIR_FLAGS = (*OUTPUT_DIR_FLAGS, "logging_dir", "logging-dir")
 LOGGING_DIR_ENV = "TENSORBOARD_LOGGING_DIR"
-
-
-def flag_values(argv: Sequence[str], names: Sequence[str]) -> list[str]:
-    """The values of `--name VALUE` and `--name=VALUE` items of an argv, for each of `names`, in order."""
-    values = []
-    for i, item in enumerate(argv):
-        if not item.startswith("--"):
-            continue
-        name, eq, value = item[2:].partition("=")
-        if name not in names:
-            continue
-        if eq:
-            values.append(value)
-        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            values.append(argv[i + 1])
-    return [value for value in values if value]
 
 
 def run_log_roots(spec: RunSpec, run_dir: Path, since: float | None = None) -> list[LogRoot]:

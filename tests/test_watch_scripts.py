@@ -139,3 +139,14 @@ def test_a_library_run_live_shows_the_figures_the_library_recorded(tmp_path: Pat
     assert any(close(summary["final_loss"], want) for want in expected[max(expected)])
     if truth.get("evals"):
         assert summary["eval"], summary
+
+
+def test_a_scripts_flags_reach_it_whole_even_those_that_abbreviate_torchruns(tmp_path: Path) -> None:
+    script = tmp_path / "argv.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    args = ["--logs", "out", "--max", "3", "--nproc_per_node", "9", "--", "x"]
+    out = ok(run_cli(home, "launch", str(script), "--follow", "--", *args, cwd=work))
+    log = ok(run_cli(home, "logs", launched_id(out), cwd=work))
+    assert json.dumps(args) in log

@@ -76,7 +76,8 @@ def torchrun_command(record: RunRecord, torchrun: str, script: Path) -> list[str
             "--rdzv_id",
             spec.backend_options.get("rdzv_id") or spec.name or "trnconsole",
         ]
-    cmd += [str(script), *spec.runner_args()]
+    # "--": torchrun's parser would take a script flag that abbreviates one of its own (--logs, --max) as its.
+    cmd += ["--", str(script), *spec.runner_args()]
     if spec.bundled:
         cmd += ["--output-dir", str(record.run_dir)]
     return cmd

@@ -138,7 +138,8 @@ def main(argv):
         cmd += ["--nnodes=%d" % nnodes, "--node_rank=%d" % rank]
         cmd += ["--master_addr=" + master, "--master_port=" + port]
     print("trnconsole bootstrap: " + " ".join(cmd[2:] + rest[:1]), flush=True)
-    os.execv(sys.executable, cmd + rest)
+    # "--": torchrun's parser would take a script flag that abbreviates one of its own (--logs) as its.
+    os.execv(sys.executable, cmd + ["--"] + rest)
 if __name__ == "__main__":
     main(sys.argv[1:])
 """

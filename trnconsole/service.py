@@ -30,8 +30,8 @@ from .core.cores import (
     ranges_that_fit,
 )
 from .core.errors import UsageError
-from .core.hf_state import TrainerState, newest_trainer_state, steps_from_summary
-from .core.metrics import RunMetrics, headline_eval_metric
+from .core.hf_state import TrainerState, newest_trainer_state, steps_per_epoch_from_summary
+from .core.metrics import headline_eval_metric
 from .core.parsers import MetricRegex
 from .core.pricing import Cost, PriceBook, instance_type_from_dmi, run_cost
 from .core.series import SeriesSet
@@ -544,13 +544,12 @@ class Console:
         """A Hugging Face Trainer's log dicts printed with no bar carry no step: read the log again with the
         steps per epoch that its trainer_state.json (the newest under its --output_dir since the run began)
         or its closing dict gives, so each figure sits at its own step; also the state, when found."""
-        if _trainer_steps_known(watcher.metrics):
+        if watcher.metrics.step_source not in ("count", "epoch"):
             return watcher, None
         state = newest_trainer_state(script_dirs(record.spec), since=record.created_at)
         per_epoch = state.steps_per_epoch if state is not None else None
         if per_epoch is None:
-            closing = steps_from_summary(watcher.metrics.reported_summary)
-            per_epoch = closing[1] if closing else None
+            per_epoch = steps_per_epoch_from_summary(watcher.metrics.reported_summary)
         if per_epoch is None or watcher.metrics.step_source == "epoch":
             return watcher, state
         again = self.watcher(record)
@@ -622,10 +621,6 @@ class Console:
             spot_savings=cost.spot_savings,
         )
         return summary
-
-
-def _trainer_steps_known(metrics: RunMetrics) -> bool:
-    return metrics.step_source not in ("count", "epoch")
 
 
 def requested_cores(cores: str | None, env: dict[str, str], nproc: int, backend: str) -> str | None:

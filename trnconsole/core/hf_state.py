@@ -19,11 +19,9 @@ _MAX_CHECKPOINTS = 64  # checkpoint-* directories looked into per output directo
 
 @dataclass(frozen=True)
 class TrainerState:
-    path: Path
     global_step: int
     max_steps: int | None
     steps_per_epoch: float | None  # optimizer steps per epoch, from the log history's steps and epochs
-    log_history: tuple[dict[str, Any], ...]
 
 
 def read_trainer_state(path: Path) -> TrainerState | None:
@@ -37,11 +35,9 @@ def read_trainer_state(path: Path) -> TrainerState | None:
     history = tuple(h for h in data.get("log_history") or () if isinstance(h, dict))
     max_steps = data.get("max_steps")
     return TrainerState(
-        path=path,
         global_step=data["global_step"],
         max_steps=max_steps if isinstance(max_steps, int) and max_steps > 0 else None,
         steps_per_epoch=_steps_per_epoch(history, data),
-        log_history=history,
     )
 
 
@@ -83,12 +79,12 @@ def _checkpoint_step(path: Path) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
-def steps_from_summary(reported: Mapping[str, float]) -> tuple[int, float] | None:
-    """(steps run, steps per epoch) from the Trainer's closing dict (`train_runtime`,
-    `train_steps_per_second`, `epoch`: runtime_s, steps_per_s and epoch in `RunMetrics.reported_summary`);
-    None when it lacks one."""
+def steps_per_epoch_from_summary(reported: Mapping[str, float]) -> float | None:
+    """Steps per epoch from the Trainer's closing dict: `train_runtime` x `train_steps_per_second` steps run
+    over its `epoch` (runtime_s, steps_per_s and epoch in `RunMetrics.reported_summary`); None when it lacks
+    one."""
     runtime, rate, epoch = reported.get("runtime_s"), reported.get("steps_per_s"), reported.get("epoch")
     if not runtime or not rate or not epoch or not all(map(math.isfinite, (runtime, rate, epoch))):
         return None
     steps = round(runtime * rate)
-    return (steps, steps / epoch) if steps > 0 and epoch > 0 else None
+    return steps / epoch if steps > 0 and epoch > 0 else None

@@ -79,7 +79,7 @@ HF_NAMES = {
     "runtime": "runtime_s",
 }
 # Names scripts give their figures in a bar's postfix (`set_postfix(loss=..)`, Lightning's prog_bar values).
-POSTFIX_NAMES = {"train_loss": "loss", "learning_rate": "lr", "grad_norm": "grad_norm"}
+POSTFIX_NAMES = {"train_loss": "loss", "learning_rate": "lr"}
 # Lines in words (see LogLineParser._parse_free).
 _NUMBER_TEXT = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
 _FREE_SUMMARY = re.compile(
@@ -750,7 +750,7 @@ class LogLineParser:
         brace = line.find("{")
         if brace >= 0 and (brace == 0 or line[brace - 1] in _PREFIX_ENDS) and line.rstrip().endswith("}"):
             if brace > 0 and "[" in line:
-                self._parse_bar(line[:brace], out)  # the Trainer writes its dicts over the bar's last frame
+                self._parse_bar(line[:brace], out)  # a frame drawn on the line before the dict was written
             return self._parse_dict(line, brace, out)
         if "[" in line and self._parse_bar(line, out):
             return False

@@ -15,7 +15,7 @@ import re
 from typing import NamedTuple
 
 # What tqdm's format_sizeof puts after a scaled number (unit_scale=True).
-_SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}
+_SCALE = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}
 _NUMBER = r"\d+(?:\.\d+)?[kMGTPEZY]?"
 _CLOCK = r"\d+(?::\d\d){1,2}"
 _TAIL = re.compile(
@@ -63,7 +63,8 @@ def _scaled(text: str) -> float:
 
 
 def _seconds(clock: str | None) -> float | None:
-    if clock is None or clock == "?":
+    """A tqdm or Rich clock in seconds; None for one not known yet (`?`, `-:--:--`)."""
+    if clock is None or not clock[0].isdigit():
         return None
     if len(clock) == 5:  # mm:ss, nearly always
         return float(int(clock[:2]) * 60 + int(clock[3:]))
@@ -161,8 +162,8 @@ def parse_rich_bar(text: str) -> BarFrame | None:
         desc,
         float(match["n"]),
         None if match["total"] == "--" else float(match["total"]),
-        _seconds(match["elapsed"]) if match["elapsed"][0] != "-" else None,
-        _seconds(match["remaining"]) if match["remaining"][0] != "-" else None,
+        _seconds(match["elapsed"]),
+        _seconds(match["remaining"]),
         float(match["rate"]),
         match["unit"],
         rich_metrics(metrics_text),
@@ -174,24 +175,21 @@ def parse_rich_bar(text: str) -> BarFrame | None:
 
 def rich_metrics(text: str) -> dict[str, float]:
     """The `name: value` numbers of RichProgressBar's metrics text (or a line of it wrapped)."""
-    values: dict[str, float] = {}
-    for name, value in _RICH_METRIC.findall(text):
-        try:
-            values[name] = float(value)
-        except ValueError:
-            continue
-    return values
+    return _numbers(_RICH_METRIC.findall(text))
 
 
 def _postfix_numbers(text: str) -> dict[str, float]:
+    """The `name=value` numbers of a tqdm postfix."""
+    return _numbers(_POSTFIX_ITEM.findall(text))
+
+
+def _numbers(pairs: list[tuple[str, str]]) -> dict[str, float]:
     values: dict[str, float] = {}
-    if not text:
-        return values
-    for item in _POSTFIX_ITEM.finditer(text):
+    for name, text in pairs:
         try:
-            values[item[1]] = float(item[2].strip())
+            values[name] = float(text.strip())
         except ValueError:
-            continue  # a string postfix (a file name, a phase): not a metric
+            continue  # a string value (a file name, a phase): not a metric
     return values
 
 
